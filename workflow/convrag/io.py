@@ -1,0 +1,93 @@
+"""Atomic file writes and line-checked JSON(L) reading.
+
+Every output is written to a temporary file in the same folder and renamed into place,
+so a killed job never leaves a partial file that Snakemake could mistake for a result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from convrag.errors import DataError
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator[Any]:
+    """Open a temporary file for writing; it replaces ``path`` only if the block succeeds."""
+    with atomic_path(path) as tmp:
+        if "b" not in mode:
+            kwargs.setdefault("encoding", "utf-8")
+        with open(tmp, mode, **kwargs) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    with atomic_open(path) as fh:
+        json.dump(obj, fh, indent=2, ensure_ascii=False, sort_keys=False)
+        fh.write("\n")
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[Any]) -> None:
+    with atomic_open(path) as fh:
+        for rec in records:
+            if hasattr(rec, "to_dict"):
+                rec = rec.to_dict()
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from e
+    except FileNotFoundError as e:
+        raise DataError(f"{path}: file not found") from e
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, record)``; a malformed line raises DataError naming file:line."""
+    path = Path(path)
+    try:
+        fh = open(path, encoding="utf-8")
+    except FileNotFoundError as e:
+        raise DataError(f"{path}: file not found") from e
+    with fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{lineno}: malformed JSON line ({e.msg})") from e
+            if not isinstance(rec, dict):
+                raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+            yield lineno, rec
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    return [rec for _, rec in iter_jsonl(path)]

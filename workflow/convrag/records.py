@@ -1,0 +1,151 @@
+"""The common records every loader produces and every stage reads (ARCHITECTURE section 3).
+
+Each record is a dataclass with ``to_dict``/``from_dict``; ``from_dict`` validates against
+the JSON schema in ``workflow/schemas/records/<name>.schema.json`` so a bad record is
+rejected with the file, line and field that is wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, TypeVar
+
+import jsonschema
+from referencing import Registry, Resource
+
+from convrag.errors import DataError
+from convrag.io import iter_jsonl, write_jsonl
+
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas" / "records"
+
+T = TypeVar("T", bound="Record")
+
+
+@functools.lru_cache(maxsize=None)
+def _registry() -> Registry:
+    resources = []
+    for f in sorted(SCHEMA_DIR.glob("*.schema.json")):
+        resources.append((f.name, Resource.from_contents(json.loads(f.read_text()))))
+    return Registry().with_resources(resources)
+
+
+@functools.lru_cache(maxsize=None)
+def _validator(name: str) -> jsonschema.protocols.Validator:
+    schema = _registry().contents(f"{name}.schema.json")
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, registry=_registry())
+
+
+class Record:
+    SCHEMA: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls: type[T], d: dict[str, Any], where: str = "") -> T:
+        errors = sorted(_validator(cls.SCHEMA).iter_errors(d), key=lambda e: list(e.path))
+        if errors:
+            e = errors[0]
+            loc = "/".join(str(p) for p in e.path) or "<record>"
+            raise DataError(f"{where or cls.__name__}: invalid {cls.__name__} field '{loc}': {e.message}")
+        return cls._build(d)
+
+    @classmethod
+    def _build(cls: type[T], d: dict[str, Any]) -> T:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class Passage(Record):
+    SCHEMA = "passage"
+    doc_id: str
+    title: str
+    text: str
+    source: str = ""
+
+
+@dataclass
+class Question(Record):
+    SCHEMA = "question"
+    qid: str
+    dataset: str
+    question: str
+    answers: list[str]
+    supporting_doc_ids: list[str]
+    hops: int
+    type: str = ""
+
+
+@dataclass
+class Shard(Record):
+    SCHEMA = "shard"
+    shard_id: int
+    text: str
+
+
+@dataclass
+class ShardSet(Record):
+    SCHEMA = "shardset"
+    qid: str
+    shards: list[dict]
+    checks: dict[str, Any] = field(default_factory=dict)
+    review_status: str = "auto"
+    passed: bool = True
+    method: str = "llm"
+
+
+@dataclass
+class Turn(Record):
+    SCHEMA = "turn"
+    role: str
+    text: str
+    shard_id: int | None = None
+    query: str | None = None
+    retrieved: list[dict] = field(default_factory=list)
+    category: str | None = None
+    answer: str | None = None
+    answered: bool | None = None
+
+
+@dataclass
+class Conversation(Record):
+    SCHEMA = "conversation"
+    conv_id: str
+    study: str
+    qid: str
+    dataset: str
+    condition: str
+    policy: str
+    retriever: str
+    model: str
+    run: int
+    turns: list[dict] = field(default_factory=list)
+    final_answer: str | None = None
+    answered: bool = False
+    n_unanswered_turns: int = 0
+
+
+@dataclass
+class Task(Record):
+    SCHEMA = "task"
+    task_id: str
+    conversation: list[dict]
+    question: str
+    reference_answer: str = ""
+    gold_doc_ids: list[str] = field(default_factory=list)
+    labels: dict[str, Any] = field(default_factory=dict)
+
+
+def read_records(path: str | Path, cls: type[T]) -> list[T]:
+    """Read a JSONL of ``cls`` records; errors name the file and line."""
+    return [cls.from_dict(rec, where=f"{path}:{lineno}") for lineno, rec in iter_jsonl(path)]
+
+
+def write_records(path: str | Path, records: Iterable[Record]) -> None:
+    write_jsonl(path, (r.to_dict() for r in records))
