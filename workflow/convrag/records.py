@@ -80,6 +80,9 @@ class Question(Record):
     supporting_doc_ids: list[str]
     hops: int
     type: str = ""
+    # Sub-questions or clues from the source in dependency order (MuSiQue's
+    # question_decomposition, the mini world's relation chain); optional.
+    decomposition: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -111,6 +114,9 @@ class Turn(Record):
     category: str | None = None
     answer: str | None = None
     answered: bool | None = None
+    # user turns: False when the simulator's rephrasing failed its guard and the shard was
+    # sent verbatim; None for verbatim-by-design turns (first shard, FULL, CONCAT, nudges)
+    rephrased: bool | None = None
 
 
 @dataclass

@@ -1,0 +1,20 @@
+# ConvRAG-Grid: thin entry point. Rules only wire files to `convrag <stage>` CLI calls;
+# all logic lives in the `convrag` package (workflow/convrag), which runs without Snakemake.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/index.smk"
+include: "workflow/rules/lic_rag.smk"
+
+
+rule all:
+    input:
+        lic_rag_targets(),
+    default_target: True

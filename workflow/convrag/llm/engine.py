@@ -1,0 +1,148 @@
+"""The LLM engine: dedupe -> cache lookup -> batched backend calls -> cache store.
+
+Why this shape: the grids send the same prompt many times (reruns, shared turns, restarts),
+so every request is first reduced to a content-hash key; only unseen keys reach the
+backend, in batches (the main performance lever), and each answered batch is stored at
+once, so a killed job resumes without re-paying. The backend is built on the first miss, so
+a job answered fully from the cache never loads weights. ``accounting`` records what was
+paid (calls, tokens, seconds inside the backend) so cost and overhead are measurable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from tqdm.auto import tqdm
+
+from convrag.errors import ModelError
+from convrag.io import write_json
+from convrag.llm.cache import LLMCache, cache_key
+from convrag.llm.registry import DEFAULT_REGISTRY, ModelSpec, get_spec, load_registry
+from convrag.llm.types import Request, Response
+
+
+@dataclass
+class Accounting:
+    """Running totals for one Engine; also readable as a mapping (``acc["calls"]``)."""
+
+    requests: int = 0  # requests passed to generate (with duplicates)
+    unique_requests: int = 0  # after in-call deduplication
+    cache_hits: int = 0  # unique requests answered from the cache
+    calls: int = 0  # requests sent to the backend
+    batches: int = 0  # backend calls
+    prompt_tokens: int = 0  # over all returned responses, cached or not
+    completion_tokens: int = 0
+    backend_prompt_tokens: int = 0  # only responses the backend produced in this engine
+    backend_completion_tokens: int = 0
+    backend_seconds: float = 0.0  # time inside backend.generate
+    load_seconds: float = 0.0  # time to build the backend (load weights, start clients)
+    wall_seconds: float = 0.0  # time inside Engine.generate, loading included
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _prompt_size(r: Request) -> int:
+    return sum(len(m.get("content", "")) for m in r.messages)
+
+
+class Engine:
+    """``generate(requests) -> responses`` for one registry model, with cache and accounting."""
+
+    def __init__(self, spec: ModelSpec, cache: LLMCache | None = None, backend: Any = None):
+        self.spec = spec
+        self.cache = cache
+        self._backend = backend  # injectable for tests; otherwise built lazily
+        self.model_id = spec.model_id()
+        self.revision = spec.resolved_revision()
+        self.accounting = Accounting()
+
+    @property
+    def backend_loaded(self) -> bool:
+        return self._backend is not None
+
+    @property
+    def backend(self):
+        if self._backend is None:
+            from convrag.llm.backends import make_backend
+            t0 = time.perf_counter()
+            self._backend = make_backend(self.spec)
+            self.accounting.load_seconds += time.perf_counter() - t0
+        return self._backend
+
+    def key(self, request: Request) -> str:
+        return cache_key(self.model_id, self.revision, request)
+
+    def generate(self, requests: Sequence[Request], desc: str | None = None) -> list[Response]:
+        """Answer ``requests`` in order (see module doc); ``desc`` turns on a tqdm bar."""
+        t_start = time.perf_counter()
+        acc = self.accounting
+        requests = list(requests)
+        for i, r in enumerate(requests):
+            if not isinstance(r, Request):
+                raise TypeError(f"generate: requests[{i}] is {type(r).__name__}, not Request")
+        keys = [self.key(r) for r in requests]
+        unique: dict[str, Request] = {}
+        for k, r in zip(keys, requests):
+            unique.setdefault(k, r)
+        found = self.cache.get_many(list(unique)) if self.cache is not None else {}
+        results = {k: Response.from_dict(v, cached=True) for k, v in found.items()}
+        misses = [k for k in unique if k not in results]
+        acc.requests += len(requests)
+        acc.unique_requests += len(unique)
+        acc.cache_hits += len(results)
+
+        if misses:
+            # Similar lengths share a batch: less padding. Sampling is batch-invariant, so
+            # regrouping cannot change any answer.
+            misses.sort(key=lambda k: _prompt_size(unique[k]))
+            size = len(misses) if self.spec.backend == "vllm" else self.spec.batch_size
+            backend = self.backend
+            with tqdm(total=len(misses), desc=desc, disable=desc is None, unit="req") as bar:
+                for i in range(0, len(misses), size):
+                    chunk = misses[i:i + size]
+                    t0 = time.perf_counter()
+                    answers = backend.generate([unique[k] for k in chunk])
+                    acc.backend_seconds += time.perf_counter() - t0
+                    if len(answers) != len(chunk):
+                        raise ModelError(f"{self.spec.name}: backend returned {len(answers)} "
+                                         f"responses for {len(chunk)} requests")
+                    answers = [dataclasses.replace(a, cached=False) for a in answers]
+                    acc.batches += 1
+                    acc.calls += len(chunk)
+                    acc.backend_prompt_tokens += sum(a.prompt_tokens for a in answers)
+                    acc.backend_completion_tokens += sum(a.completion_tokens for a in answers)
+                    if self.cache is not None:
+                        self.cache.put_many({k: a.to_dict() for k, a in zip(chunk, answers)})
+                    results.update(zip(chunk, answers))
+                    bar.update(len(chunk))
+
+        out = [results[k] for k in keys]
+        acc.prompt_tokens += sum(r.prompt_tokens for r in out)
+        acc.completion_tokens += sum(r.completion_tokens for r in out)
+        acc.wall_seconds += time.perf_counter() - t_start
+        return out
+
+    def write_accounting(self, path: str | Path) -> None:
+        """Atomic JSON with the totals plus which model and revision were used."""
+        acc = self.accounting.to_dict()
+        rate = acc["calls"] / acc["backend_seconds"] if acc["backend_seconds"] > 0 else None
+        write_json(path, {"model": self.spec.name, "backend": self.spec.backend,
+                          "model_id": self.model_id, "revision": self.revision,
+                          "params_b": self.spec.params_b, **acc,
+                          "requests_per_backend_second": rate})
+
+
+def load_engine(model: str, registry_path: str | Path = DEFAULT_REGISTRY,
+                cache_path: str | Path | None = None) -> Engine:
+    """Engine for registry entry ``model``; ``cache_path=None`` disables the cache."""
+    spec = get_spec(load_registry(registry_path), model)
+    cache = LLMCache(cache_path) if cache_path is not None else None
+    return Engine(spec, cache)

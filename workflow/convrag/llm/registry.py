@@ -1,0 +1,186 @@
+"""Model registry: ``config/models.yaml`` maps a short model name to how to run it.
+
+A study config names models only by these keys, so adding a model is one YAML entry and no
+code. Every key is checked here, once, so a typo fails at start-up with the exact key path
+(``models.yaml: <name>.<key>``) rather than hours later on a GPU node.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from convrag.errors import ConfigError
+
+BACKENDS = ("transformers", "vllm", "openai")
+DEFAULT_REGISTRY = "config/models.yaml"
+
+
+@dataclass
+class ModelSpec:
+    """How to load and call one model (fields mirror the YAML keys)."""
+
+    name: str
+    backend: str
+    weights: dict[str, str] | None = None  # {package, file} | {path} | {hf_repo}
+    revision: str | None = None
+    chat_template: str | None = None  # None: the tokenizer's; else a file path or inline Jinja
+    batch_size: int = 8
+    max_model_len: int | None = None
+    dtype: str = "auto"
+    gpus: int = 0
+    gpu_model: str | None = None
+    tensor_parallel: int = 1
+    gpu_memory_utilization: float = 0.9
+    api_model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    concurrency: int = 8
+    max_retries: int = 5
+    timeout_s: float = 120.0
+    params_b: float | None = None
+    source: str = field(default="", repr=False)  # the registry file, for error messages
+
+    def where(self, key: str) -> str:
+        return f"{self.source or 'models.yaml'}: {self.name}.{key}"
+
+    def resolved_revision(self) -> str | None:
+        """The revision, defaulting to the weights package's version for packaged weights."""
+        if self.revision:
+            return str(self.revision)
+        if self.weights and "package" in self.weights:
+            try:
+                return importlib.metadata.version(self.weights["package"])
+            except importlib.metadata.PackageNotFoundError:
+                return None
+        return None
+
+    def model_id(self) -> str:
+        """What is actually run (backend, weights, template, dtype, API model), as canonical JSON.
+
+        The cache keys on this rather than on the registry name, so renaming an entry keeps its
+        cache while swapping weights, template or dtype never serves another model's answers.
+        """
+        ident = {"backend": self.backend, "weights": self.weights, "chat_template": self.chat_template,
+                 "dtype": self.dtype, "api_model": self.api_model}
+        return json.dumps(ident, sort_keys=True, separators=(",", ":"))
+
+    def weights_location(self) -> tuple[str, str | None]:
+        """``(folder_or_repo, gguf_file_or_None)`` for transformers/vLLM loading."""
+        w = self.weights or {}
+        if "package" in w:
+            spec = importlib.util.find_spec(w["package"].replace("-", "_"))
+            if spec is None or not spec.submodule_search_locations:
+                raise ConfigError(f"{self.where('weights.package')}: package {w['package']!r} is not installed")
+            folder = spec.submodule_search_locations[0]  # located, never imported
+            f = w.get("file")
+            if f and not (Path(folder) / f).exists():
+                raise ConfigError(f"{self.where('weights.file')}: {f!r} not found in {folder}")
+            return folder, f
+        if "path" in w:
+            p = Path(w["path"]).expanduser()
+            if p.suffix == ".gguf":
+                return str(p.parent), p.name
+            return str(p), w.get("file")
+        if "hf_repo" in w:
+            return w["hf_repo"], w.get("file")
+        raise ConfigError(f"{self.where('weights')}: no weights given")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("source")
+        return d
+
+
+_FIELDS = {f.name: f for f in fields(ModelSpec) if f.name not in ("name", "source")}
+_WEIGHT_KEYS = {"package", "file", "path", "hf_repo"}
+_POS_INT = ("batch_size", "tensor_parallel", "concurrency")
+_NONNEG_INT = ("gpus", "max_retries")
+
+
+def _check(spec: ModelSpec) -> None:
+    w = spec.where
+    if spec.backend not in BACKENDS:
+        raise ConfigError(f"{w('backend')}: unknown backend {spec.backend!r}; expected one of {', '.join(BACKENDS)}")
+    if spec.weights is not None:
+        if not isinstance(spec.weights, dict):
+            raise ConfigError(f"{w('weights')}: expected a mapping, got {type(spec.weights).__name__}")
+        for k in spec.weights:
+            if k not in _WEIGHT_KEYS:
+                raise ConfigError(f"{w('weights.' + str(k))}: unknown key; expected {sorted(_WEIGHT_KEYS)}")
+        kinds = [k for k in ("package", "path", "hf_repo") if k in spec.weights]
+        if len(kinds) != 1:
+            raise ConfigError(f"{w('weights')}: give exactly one of package, path, hf_repo")
+        spec.weights = {k: str(v) for k, v in spec.weights.items()}
+    for k in _POS_INT:
+        v = getattr(spec, k)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ConfigError(f"{w(k)}: expected a positive integer, got {v!r}")
+    for k in _NONNEG_INT:
+        v = getattr(spec, k)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ConfigError(f"{w(k)}: expected a non-negative integer, got {v!r}")
+    if spec.max_model_len is not None and (not isinstance(spec.max_model_len, int) or spec.max_model_len < 1):
+        raise ConfigError(f"{w('max_model_len')}: expected a positive integer, got {spec.max_model_len!r}")
+    if not isinstance(spec.gpu_memory_utilization, (int, float)) or not 0 < spec.gpu_memory_utilization <= 1:
+        raise ConfigError(f"{w('gpu_memory_utilization')}: expected a number in (0, 1]")
+    if not isinstance(spec.timeout_s, (int, float)) or spec.timeout_s <= 0:
+        raise ConfigError(f"{w('timeout_s')}: expected a positive number")
+    if spec.params_b is not None and not isinstance(spec.params_b, (int, float)):
+        raise ConfigError(f"{w('params_b')}: expected a number (billions of parameters)")
+    if spec.backend in ("transformers", "vllm") and not spec.weights:
+        raise ConfigError(f"{w('weights')}: required for the {spec.backend} backend")
+    if spec.backend == "vllm" and spec.tensor_parallel > max(spec.gpus, 1):
+        raise ConfigError(f"{w('tensor_parallel')}: {spec.tensor_parallel} exceeds gpus={spec.gpus}")
+    if spec.backend == "openai":
+        for k in ("api_model", "api_key_env"):
+            if not getattr(spec, k):
+                raise ConfigError(f"{w(k)}: required for the openai backend")
+    if spec.revision is not None:
+        spec.revision = str(spec.revision)
+
+
+def parse_registry(data: Any, source: str = "models.yaml") -> dict[str, ModelSpec]:
+    """Validate an already-loaded registry mapping."""
+    if not isinstance(data, dict) or not data:
+        raise ConfigError(f"{source}: expected a non-empty mapping of model name -> settings")
+    out: dict[str, ModelSpec] = {}
+    for name, entry in data.items():
+        name = str(name)
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{source}: {name}: expected a mapping, got {type(entry).__name__}")
+        for k in entry:
+            if k not in _FIELDS:
+                raise ConfigError(f"{source}: {name}.{k}: unknown key; expected one of {', '.join(_FIELDS)}")
+        if "backend" not in entry:
+            raise ConfigError(f"{source}: {name}.backend: required")
+        spec = ModelSpec(name=name, source=source, **entry)
+        _check(spec)
+        out[name] = spec
+    return out
+
+
+def load_registry(path: str | Path = DEFAULT_REGISTRY) -> dict[str, ModelSpec]:
+    """Read and validate ``models.yaml``; errors name ``<file>: <model>.<key>``."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ConfigError(f"{path}: model registry not found") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: invalid YAML ({e})") from e
+    return parse_registry(data, source=str(path))
+
+
+def get_spec(registry: dict[str, ModelSpec], name: str) -> ModelSpec:
+    try:
+        return registry[name]
+    except KeyError:
+        src = next(iter(registry.values())).source if registry else "models.yaml"
+        raise ConfigError(f"{src}: unknown model {name!r}; known: {', '.join(sorted(registry))}") from None

@@ -1,0 +1,1 @@
+"""Report outputs: tables (CSV + Markdown) and figures (PNG + PDF)."""

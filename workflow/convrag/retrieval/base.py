@@ -1,0 +1,142 @@
+"""Shared pieces of every retriever: the interface, the params check and the index manifest.
+
+An index is an expensive, cached artifact (ARCHITECTURE section 5/6), reused by many search
+jobs. Each index folder therefore carries a ``manifest.json`` saying which retriever and which
+params built it from which corpus; loading with different params is an error rather than a
+silent mix of configurations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+from convrag.errors import ConfigError, DataError
+from convrag.io import read_json, write_json
+from convrag.records import Passage, read_records
+
+MANIFEST = "manifest.json"
+MANIFEST_VERSION = 1
+
+Hits = list[tuple[str, float]]
+
+
+class Retriever:
+    """A loaded index. ``search`` is batched: one call for all queries of a job."""
+
+    name: str = ""
+
+    def search(self, queries: list[str], k: int) -> list[Hits]:
+        raise NotImplementedError
+
+
+def check_k(k: int) -> int:
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ConfigError(f"retrieval k must be a positive integer, got {k!r}")
+    return k
+
+
+def normalize_params(retriever: str, params: dict | None, defaults: dict[str, Any]) -> dict[str, Any]:
+    """Fill defaults and reject unknown keys, so a typo in a config cannot pass unnoticed."""
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise ConfigError(
+            f"retriever '{retriever}': unknown param '{unknown[0]}' (allowed: {', '.join(sorted(defaults))})"
+        )
+    return {**defaults, **params}
+
+
+def passage_text(p: Passage) -> str:
+    """What gets indexed: title and text, as in the HippoRAG corpora."""
+    return f"{p.title}\n{p.text}" if p.title else p.text
+
+
+def read_corpus(corpus_path: str | os.PathLike) -> list[Passage]:
+    passages = read_records(corpus_path, Passage)
+    if not passages:
+        raise DataError(f"{corpus_path}: corpus is empty")
+    seen: set[str] = set()
+    for p in passages:
+        if p.doc_id in seen:
+            raise DataError(f"{corpus_path}: duplicate doc_id '{p.doc_id}'")
+        seen.add(p.doc_id)
+    return passages
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def staging_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
+    """Build an index in a temporary folder beside ``out_dir`` and move it into place on success.
+
+    A killed build never leaves a half-written index that has a manifest. An existing
+    ``out_dir`` is replaced only if it is empty or is itself an index (has a manifest).
+    """
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / MANIFEST).exists():
+        raise DataError(f"{out_dir}: exists and is not an index folder (no {MANIFEST}); not overwriting it")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    try:
+        yield tmp
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
+def write_manifest(index_dir: Path, retriever: str, params: dict, corpus_path, n_docs: int, seconds: float) -> None:
+    write_json(
+        Path(index_dir) / MANIFEST,
+        {
+            "manifest_version": MANIFEST_VERSION,
+            "retriever": retriever,
+            "params": params,
+            "corpus": str(corpus_path),
+            "corpus_sha256": file_sha256(corpus_path),
+            "n_docs": n_docs,
+            "build_seconds": round(seconds, 3),
+        },
+    )
+
+
+def check_manifest(
+    index_dir: str | os.PathLike,
+    retriever: str,
+    params: dict,
+    runtime_keys: frozenset[str] = frozenset(),
+    corpus_path: str | os.PathLike | None = None,
+) -> dict:
+    """Compare a loaded index with the params asked for; ``runtime_keys`` may differ freely."""
+    index_dir = Path(index_dir)
+    if not (index_dir / MANIFEST).exists():
+        raise DataError(f"{index_dir}: not a retrieval index (no {MANIFEST}); run build_index first")
+    man = read_json(index_dir / MANIFEST)
+    if man.get("retriever") != retriever:
+        raise ConfigError(
+            f"{index_dir}: index was built for retriever '{man.get('retriever')}', not '{retriever}'"
+        )
+    built = man.get("params", {})
+    for key in sorted((set(built) | set(params)) - runtime_keys):
+        if built.get(key) != params.get(key):
+            raise ConfigError(
+                f"{index_dir}: index was built with {key}={built.get(key)!r} but {key}={params.get(key)!r} "
+                f"was requested; rebuild the index or use the params it was built with"
+            )
+    if corpus_path is not None and file_sha256(corpus_path) != man.get("corpus_sha256"):
+        raise DataError(f"{index_dir}: index was built from a different corpus than {corpus_path}")
+    return man

@@ -1,0 +1,1 @@
+"""Conversation simulation and answer extraction."""

@@ -1,0 +1,215 @@
+"""LLM-based shard construction: one multi-hop question -> a goal-first opening turn plus
+clue turns in dependency order, with automatic checks recorded per question.
+
+Why checks: a shard set is only a fair SHARDED condition if it carries the same information
+as the question (every named entity and number kept), does not give the answer away, and
+really spreads it over several turns. Every question gets a ShardSet: passed ones enter the
+grid, failed ones are listed in the shard report with the failing check, never dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from convrag.llm.types import Request, Sampling
+from convrag.metrics.qa import normalize_answer
+from convrag.records import Question, ShardSet
+
+# Capitalised words that start questions or sentences and are not entities.
+_NOT_ENTITIES = {
+    "which", "who", "whom", "whose", "what", "when", "where", "why", "how", "in", "on", "at",
+    "the", "a", "an", "of", "is", "was", "were", "are", "did", "does", "do", "i", "my", "it",
+    "that", "this", "and", "or", "for", "to", "from", "by", "with", "as", "has", "had", "have",
+    "name", "tell", "please", "can", "could", "would", "born", "between", "after", "before",
+}
+_CONNECTORS = {"of", "the", "de", "la", "von", "van", "and", "du", "der", "&"}
+_TOKEN = re.compile(r"[A-Za-z0-9][\w'\-\.]*[\w]|[A-Za-z0-9]")
+_NUMBERED = re.compile(r"^\s*(?:\d+[\.\):]|[-*•])\s*(.+?)\s*$")
+
+
+def entities(text: str) -> list[str]:
+    """Named entities and numbers as written (capitalised spans, digits); a heuristic that
+    needs no model, used to check that shards keep everything the question names."""
+    toks = _TOKEN.findall(text)
+    spans: list[str] = []
+    cur: list[str] = []
+
+    def flush() -> None:
+        while cur and cur[-1].lower() in _CONNECTORS:
+            cur.pop()
+        if cur:
+            spans.append(" ".join(cur))
+        cur.clear()
+
+    for tok in toks:
+        is_cap = tok[0].isupper() and tok.lower() not in _NOT_ENTITIES
+        if tok[0].isdigit():
+            flush()
+            spans.append(tok)
+        elif is_cap:
+            cur.append(tok)
+        elif cur and tok.lower() in _CONNECTORS:
+            cur.append(tok)
+        else:
+            flush()
+    flush()
+    seen, out = set(), []
+    for s in spans:
+        if s.lower() not in seen:
+            seen.add(s.lower())
+            out.append(s)
+    return out
+
+
+def _contains(haystack: str, needle: str) -> bool:
+    h, n = f" {normalize_answer(haystack)} ", f" {normalize_answer(needle)} "
+    return n.strip() != "" and n in h
+
+
+def leaks_answer(text: str, question: Question) -> list[str]:
+    """Gold answers (or aliases) that appear in ``text`` but not in the question itself
+    (a comparison question names its candidate answers, which is not a leak)."""
+    return [a for a in question.answers if _contains(text, a) and not _contains(question.question, a)]
+
+
+def check_shards(question: Question, shards: list[str]) -> dict:
+    joined = " \n ".join(shards)
+    missing = [e for e in entities(question.question) if not _contains(joined, e)]
+    leaked = leaks_answer(joined, question)
+    checks = {
+        "entities_kept": not missing,
+        "missing_entities": missing,
+        "answer_not_leaked": not leaked,
+        "leaked_answers": leaked,
+        "min_two_shards": len(shards) >= 2,
+        "n_shards": len(shards),
+    }
+    checks["passed"] = checks["entities_kept"] and checks["answer_not_leaked"] and checks["min_two_shards"]
+    return checks
+
+
+def parse_shards(text: str) -> list[str]:
+    """Numbered (or bulleted) lines of the model output, in order; other lines ignored."""
+    out = []
+    for line in text.splitlines():
+        m = _NUMBERED.match(line)
+        if m and m.group(1).strip():
+            out.append(m.group(1).strip())
+    return out
+
+
+@dataclass
+class ShardPrompts:
+    system: str
+    examples: list[dict]
+    user: str
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ShardPrompts":
+        return cls(system=d["system"], examples=d.get("examples", []), user=d["user"])
+
+    def messages(self, question: str) -> list[dict]:
+        msgs = [{"role": "system", "content": self.system}]
+        for ex in self.examples:
+            msgs.append({"role": "user", "content": self.user.format(question=ex["question"])})
+            body = "\n".join(f"{i}. {s}" for i, s in enumerate(ex["shards"], start=1))
+            msgs.append({"role": "assistant", "content": body})
+        msgs.append({"role": "user", "content": self.user.format(question=question)})
+        return msgs
+
+
+def shard_questions(questions: list[Question], engine, prompts: ShardPrompts, settings: dict) -> list[ShardSet]:
+    """Shard every question; attempts are batched across questions (one model call per
+    attempt round), each attempt a distinct cached sample (sample_index = attempt)."""
+    attempts = settings.get("attempts", 3)
+    sampling = Sampling(temperature=settings.get("temperature", 0.7), top_p=1.0, max_tokens=settings.get("max_tokens", 96))
+    history: dict[str, list[dict]] = {q.qid: [] for q in questions}
+    done: dict[str, ShardSet] = {}
+    pending = list(questions)
+    for attempt in range(attempts):
+        if not pending:
+            break
+        reqs = [Request(messages=prompts.messages(q.question), sampling=sampling, seed=0, sample_index=attempt) for q in pending]
+        resps = engine.generate(reqs, desc=f"shard attempt {attempt + 1}")
+        still = []
+        for q, r in zip(pending, resps):
+            shards = parse_shards(r.text)
+            checks = check_shards(q, shards)
+            history[q.qid].append({"attempt": attempt, "raw": r.text, "shards": shards, **checks})
+            if checks["passed"]:
+                done[q.qid] = _shardset(q, shards, checks, "llm", attempt, history[q.qid])
+            else:
+                still.append(q)
+        pending = still
+    for q in pending:
+        fb = settings.get("fallback", "none")
+        if fb == "decomposition" and q.decomposition:
+            checks = check_shards(q, q.decomposition)
+            done[q.qid] = _shardset(q, list(q.decomposition), checks, "decomposition", None, history[q.qid])
+        else:
+            last = history[q.qid][-1] if history[q.qid] else {"shards": []}
+            checks = check_shards(q, last["shards"])
+            checks["passed"] = False
+            done[q.qid] = _shardset(q, last["shards"], checks, "llm", None, history[q.qid])
+    return [done[q.qid] for q in questions]
+
+
+def _shardset(q: Question, shards: list[str], checks: dict, method: str, attempt, attempts_log) -> ShardSet:
+    checks = dict(checks)
+    checks["passing_attempt"] = attempt
+    checks["attempts"] = [
+        {k: a[k] for k in ("attempt", "raw", "passed", "missing_entities", "leaked_answers", "n_shards")}
+        for a in attempts_log
+    ]
+    return ShardSet(
+        qid=q.qid,
+        shards=[{"shard_id": i, "text": t} for i, t in enumerate(shards, start=1)],
+        checks=checks,
+        review_status="auto",
+        passed=bool(checks["passed"]),
+        method=method,
+    )
+
+
+def shard_report(shardsets: list[ShardSet], questions: list[Question]) -> str:
+    """Markdown report: counts, then every question that used the fallback or failed."""
+    by_id = {q.qid: q for q in questions}
+    n = len(shardsets)
+    llm_ok = sum(s.passed and s.method == "llm" for s in shardsets)
+    fb_ok = sum(s.passed and s.method != "llm" for s in shardsets)
+    failed = [s for s in shardsets if not s.passed]
+    lines = [
+        "# Shard construction report",
+        "",
+        f"- questions: {n}",
+        f"- passed with LLM shards: {llm_ok}",
+        f"- passed with the source decomposition (fallback): {fb_ok}",
+        f"- failed (excluded from the grid): {len(failed)}",
+        "",
+        "## Per question",
+        "",
+        "| qid | hops | method | passed | attempts | failing checks |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in shardsets:
+        c = s.checks
+        why = []
+        if not c.get("entities_kept", True):
+            why.append("missing entities: " + ", ".join(c.get("missing_entities", [])))
+        if not c.get("answer_not_leaked", True):
+            why.append("answer leaked: " + ", ".join(c.get("leaked_answers", [])))
+        if not c.get("min_two_shards", True):
+            why.append(f"{c.get('n_shards', 0)} shard(s)")
+        llm_fail = [a for a in c.get("attempts", []) if not a["passed"]]
+        if s.method != "llm" and llm_fail:
+            why.insert(0, f"all {len(llm_fail)} LLM attempts failed")
+        q = by_id.get(s.qid)
+        lines.append(
+            f"| {s.qid} | {q.hops if q else ''} | {s.method} | {'yes' if s.passed else 'NO'} "
+            f"| {len(c.get('attempts', []))} | {'; '.join(why).replace('|', '/')} |"
+        )
+    if failed:
+        lines += ["", "## Failed questions (not simulated)", ""]
+        lines += [f"- `{s.qid}`: {by_id[s.qid].question if s.qid in by_id else ''}" for s in failed]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""Statistics: bootstrap confidence intervals for per-question scores."""

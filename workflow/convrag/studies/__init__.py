@@ -1,0 +1,1 @@
+"""What is specific to one paper; everything shared lives outside this package."""

@@ -1,0 +1,36 @@
+# Shared helpers: config validation (errors name the key) and path layout.
+import json
+import shlex
+
+from convrag.config import validate_config, simulate_jobs, n_chunks, retriever_kind
+from convrag.errors import ConvragError
+
+try:
+    validate_config(config, source="config (config/config.yaml + --configfile/--config)")
+except ConvragError as e:
+    raise WorkflowError(str(e)) from None
+
+RES = config["results_dir"]
+LIC = config["lic_rag"]
+PROMPTS = config["prompts_dir"]
+CACHE = f"{RES}/cache/llm.sqlite"
+REGISTRY = config["models_registry"]
+
+
+wildcard_constraints:
+    corpus=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    dataset=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    model=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    retriever=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    condition=r"FULL|CONCAT|SHARDED",
+    policy=r"history|current|none",
+    chunk=r"\d+",
+
+
+def jarg(obj):
+    """A config value as one shell-quoted JSON argument."""
+    return shlex.quote(json.dumps(obj, sort_keys=True))
+
+
+def corpus_of(dataset):
+    return config["datasets"][dataset]["corpus"]
