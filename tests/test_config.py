@@ -1,0 +1,82 @@
+import copy
+
+import pytest
+import yaml
+
+from convrag.config import REPO_ROOT, cells, load_config, simulate_jobs, validate_config
+from convrag.errors import ConfigError
+
+DEFAULT = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+REGISTRY = {"smollm2-135m": {}, "other-model": {}}
+
+
+def _cfg():
+    return copy.deepcopy(DEFAULT)
+
+
+def test_default_config_validates_and_fills_defaults():
+    cfg = validate_config(_cfg(), registry=REGISTRY)
+    assert cfg["lic_rag"]["bootstrap"] == {"n_resamples": 1000, "seed": 0}
+    assert cfg["datasets"]["miniworld"]["hops"] == []  # default filled in
+    assert cfg["retrievers"]["closed_book"]["params"] == {}
+
+
+def test_unknown_key_is_rejected_with_its_name():
+    cfg = _cfg()
+    cfg["lic_rag"]["chunksize"] = 10
+    with pytest.raises(ConfigError, match=r"'lic_rag\.chunksize'.*unknown key"):
+        validate_config(cfg, registry=REGISTRY)
+
+
+def test_wrong_type_is_rejected_with_its_name():
+    cfg = _cfg()
+    cfg["lic_rag"]["runs"] = "five"
+    with pytest.raises(ConfigError, match=r"'lic_rag\.runs'"):
+        validate_config(cfg, registry=REGISTRY)
+
+
+def test_unknown_model_retriever_dataset_names():
+    cfg = _cfg()
+    cfg["lic_rag"]["models"] = ["smollm2-135m", "gpt-9"]
+    with pytest.raises(ConfigError, match=r"'lic_rag\.models\[1\]'.*unknown name 'gpt-9'"):
+        validate_config(cfg, registry=REGISTRY)
+    cfg = _cfg()
+    cfg["lic_rag"]["retrievers"] = ["bm25", "colbert"]
+    with pytest.raises(ConfigError, match=r"'lic_rag\.retrievers\[1\]'.*'colbert'"):
+        validate_config(cfg, registry=REGISTRY)
+    cfg = _cfg()
+    cfg["lic_rag"]["datasets"] = ["nq"]
+    with pytest.raises(ConfigError, match=r"'lic_rag\.datasets\[0\]'.*'nq'"):
+        validate_config(cfg, registry=REGISTRY)
+    cfg = _cfg()
+    cfg["retrievers"]["bm25"]["kind"] = "splade"
+    with pytest.raises(ConfigError, match=r"'retrievers\.bm25\.kind'"):
+        validate_config(cfg, registry=REGISTRY)
+
+
+def test_config_file_with_a_typo_names_file_and_key(tmp_path):
+    cfg = _cfg()
+    cfg["lic_rag"]["polices"] = ["history"]
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ConfigError, match=r"bad\.yaml.*'lic_rag\.polices'"):
+        load_config(p, registry=REGISTRY)
+
+
+def test_grid_cells_and_jobs():
+    cfg = validate_config(_cfg(), registry=REGISTRY)
+    assert cells(cfg) == [("FULL", "none"), ("CONCAT", "none"), ("SHARDED", "history"), ("SHARDED", "current")]
+    jobs = simulate_jobs(cfg)
+    # closed_book: 3 conditions with policy none; bm25 and dense: 4 cells each
+    assert len(jobs) == 3 + 4 + 4
+    assert {(j["condition"], j["policy"]) for j in jobs if j["retriever"] == "closed_book"} == {
+        ("FULL", "none"), ("CONCAT", "none"), ("SHARDED", "none")}
+
+
+def test_study_config_validates_against_the_real_registry():
+    cfg = load_config(REPO_ROOT / "config" / "studies" / "lic_rag.yaml")
+    assert len(cfg["lic_rag"]["models"]) == 10
+    assert {d["n_questions"] for d in cfg["datasets"].values()} == {150}
+    jobs = simulate_jobs(cfg)
+    # 5 datasets x 10 models x (3 closed-book + 2 x 4 retrieval cells) x 3 chunks of 50
+    assert len(jobs) == 5 * 10 * 11 * 3
