@@ -68,3 +68,12 @@ def test_shard_questions_attempts_are_batched_and_fallback_recorded():
     assert not sets_none[0].passed
     report = shard_report(sets_none, [Q])
     assert "failed (excluded from the grid): 1" in report and "`q1`" in report
+
+
+def test_invented_entities_fail_the_check():
+    # a 135M model often "helps" by naming a city: that adds a fact the question did not give
+    bad = check_shards(Q, ["I need the city where someone was born.", "The album Cold Rivers came out of New York City."])
+    assert not bad["passed"] and bad["added_entities"] == ["New York City"]
+    # sentence-opening ordinary words are not entities
+    assert entities("Start from the album. Then take its label.") == []
+    assert entities("Malin Ostranova was born first.") == ["Malin Ostranova"]

@@ -132,9 +132,9 @@ def cmd_simulate(a):
     )
     convs = runner.run(chunk, shards)
     write_records(a.out, convs)
-    acc = {"assistant": engine.accounting_dict()}
+    acc = {"assistant": engine.accounting.to_dict()}
     if user_engine is not engine:
-        acc["user_simulator"] = user_engine.accounting_dict()
+        acc["user_simulator"] = user_engine.accounting.to_dict()
     acc["job"] = {"conversations": len(convs), "questions": len(chunk), "wall_seconds": round(time.time() - t0, 3),
                   "unanswered_turns": sum(c.n_unanswered_turns for c in convs)}
     from convrag.io import write_json

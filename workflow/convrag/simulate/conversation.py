@@ -150,18 +150,23 @@ class ConversationRunner:
             policy = "history"  # single-turn conditions after a nudge: keep the question
         return make_query(policy, texts)
 
+    def _user_content(self, text: str, passages: str | None) -> str:
+        if not passages:
+            return text
+        return f"{self.prompts['passages_header']}\n{passages}\n\n{self.prompts['question_header']} {text}"
+
     def _assistant_messages(self, s: _State, retrieved: list[tuple[str, float]]) -> list[dict]:
         msgs = [{"role": "system", "content": self.prompts["assistant_system"]}]
+        for ex in self.prompts.get("examples", []):
+            msgs.append({"role": "user", "content": self._user_content(ex["message"], None if self.closed_book else ex["passages"])})
+            msgs.append({"role": "assistant", "content": ex["reply"]})
         for t in s.turns:
             msgs.append({"role": t["role"], "content": t["text"]})
-        content = s.pending_user["text"]
-        if retrieved:
-            lines = [self.prompts["passages_header"]]
-            for rank, (doc_id, _) in enumerate(retrieved, start=1):
-                p = self.passages[doc_id]
-                lines.append(self.prompts["passage"].format(rank=rank, title=p.title, text=p.text))
-            content = "\n".join(lines) + f"\n\n{self.prompts['question_header']} {content}"
-        msgs.append({"role": "user", "content": content})
+        lines = []
+        for rank, (doc_id, _) in enumerate(retrieved, start=1):
+            p = self.passages[doc_id]
+            lines.append(self.prompts["passage"].format(rank=rank, title=p.title, text=p.text))
+        msgs.append({"role": "user", "content": self._user_content(s.pending_user["text"], "\n".join(lines))})
         return msgs
 
     def run(self, questions: list[Question], shards: dict[str, list[str]]) -> list[Conversation]:

