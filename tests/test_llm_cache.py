@@ -5,9 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import multiprocessing as mp
-from pathlib import Path
-
-import pytest
 
 from convrag.llm.cache import LLMCache, cache_key
 from convrag.llm.engine import Engine
@@ -167,7 +164,7 @@ def test_two_processes_write_at_once(tmp_path):
     LLMCache(path).close()
     ctx = mp.get_context("fork")
     barrier = ctx.Barrier(2)
-    n = 400
+    n = 1000
     procs = [ctx.Process(target=_writer, args=(path, w, n, barrier)) for w in (0, 1)]
     for p in procs:
         p.start()
@@ -178,4 +175,35 @@ def test_two_processes_write_at_once(tmp_path):
     want = [f"w{w}-{j}" for w in (0, 1) for j in range(n)] + [f"shared-{i}" for i in range(0, n, 5)]
     got = c.get_many(want)
     assert len(got) == len(want) == 2 * n + n // 5
-    assert got["w1-399"] == {"worker": 1, "j": 399}
+    assert got["w1-999"] == {"worker": 1, "j": 999}
+
+
+def test_put_waits_out_a_held_write_lock(tmp_path):
+    """A writer blocked longer than its busy timeout retries instead of failing."""
+    import sqlite3
+    import threading
+    import time
+
+    path = tmp_path / "c.sqlite"
+    LLMCache(path).close()
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO responses VALUES ('held', '1', 0)")
+    t = threading.Thread(target=lambda: (time.sleep(1.0), holder.execute("COMMIT")))
+    t.start()
+    c = LLMCache(path, timeout_s=0.1, retries=30)
+    t0 = time.perf_counter()
+    c.put_many({"mine": {"x": 1}})
+    t.join()
+    assert time.perf_counter() - t0 >= 0.5  # it really had to wait
+    assert c.get_many(["mine", "held"]) == {"mine": {"x": 1}, "held": 1}
+
+
+def test_unreadable_cache_entry_is_asked_again(tmp_path):
+    path = tmp_path / "c.sqlite"
+    eng = Engine(spec(), LLMCache(path), backend=CountingBackend())
+    req = Request(MSG)
+    LLMCache(path).put_many({eng.key(req): {"garbage": True}})
+    out = eng.generate([req])
+    assert eng.accounting.calls == 1 and not out[0].cached
+    assert Engine(spec(), LLMCache(path)).generate([req])[0].cached

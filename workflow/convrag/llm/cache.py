@@ -56,10 +56,14 @@ class LLMCache:
         # A connection must not cross a fork: reopen in a child process.
         if self._conn is None or self._pid != os.getpid():
             conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
-            conn.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
-            journal = os.environ.get("CONVRAG_CACHE_JOURNAL", "WAL").upper()
-            conn.execute(f"PRAGMA journal_mode={journal}")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                conn.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
+                journal = os.environ.get("CONVRAG_CACHE_JOURNAL", "WAL").upper()
+                conn.execute(f"PRAGMA journal_mode={journal}")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            except sqlite3.Error:
+                conn.close()
+                raise
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 

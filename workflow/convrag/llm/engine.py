@@ -93,7 +93,12 @@ class Engine:
         for k, r in zip(keys, requests):
             unique.setdefault(k, r)
         found = self.cache.get_many(list(unique)) if self.cache is not None else {}
-        results = {k: Response.from_dict(v, cached=True) for k, v in found.items()}
+        results: dict[str, Response] = {}
+        for k, v in found.items():
+            try:
+                results[k] = Response.from_dict(v, cached=True)
+            except (KeyError, TypeError, ValueError):
+                pass  # an unreadable entry is simply asked again (and overwritten)
         misses = [k for k in unique if k not in results]
         acc.requests += len(requests)
         acc.unique_requests += len(unique)

@@ -67,7 +67,6 @@ class Request:
 
     def __post_init__(self):
         # A private copy, so a caller mutating its own list cannot change a queued request.
-        # (Requests are compared by cache key, never by Python hash.)
         object.__setattr__(self, "messages", _copy_messages(self.messages))
         if not self.messages:
             raise ValueError("Request.messages is empty")
@@ -81,6 +80,10 @@ class Request:
                 raise ValueError("Request.labels must be non-empty strings")
             object.__setattr__(self, "labels", labels)
         object.__setattr__(self, "json_mode", bool(self.json_mode))
+
+    def __hash__(self) -> int:  # messages are dicts: hash the canonical form instead
+        import json
+        return hash(json.dumps(self.to_dict(), sort_keys=True))
 
     @property
     def chat(self) -> list[dict[str, str]]:

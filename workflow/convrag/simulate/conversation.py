@@ -169,8 +169,10 @@ class ConversationRunner:
         msgs.append({"role": "user", "content": self._user_content(s.pending_user["text"], "\n".join(lines))})
         return msgs
 
-    def run(self, questions: list[Question], shards: dict[str, list[str]]) -> list[Conversation]:
-        states = [_State(q, shards[q.qid], run) for q in questions for run in range(self.settings.runs)]
+    def run(self, questions: list[Question], shards: dict[str, list[str]], runs=None) -> list[Conversation]:
+        """Simulate every (question, run) pair in lockstep; ``runs`` defaults to all runs."""
+        runs = range(self.settings.runs) if runs is None else runs
+        states = [_State(q, shards[q.qid], run) for q in questions for run in runs]
         max_turns = max((len(s.shards) for s in states), default=1) + self.settings.max_extra_turns
         if self.condition in SINGLE_TURN:
             max_turns = 1 + self.settings.max_extra_turns

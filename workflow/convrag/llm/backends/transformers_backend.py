@@ -112,6 +112,10 @@ class TransformersBackend:
             if not isinstance(dtype, torch.dtype):
                 raise ConfigError(f"{spec.where('dtype')}: unknown torch dtype {spec.dtype!r}")
         folder, gguf = spec.weights_location()
+        if gguf and os.environ.get("CONVRAG_NO_GGUF_CONVERSION") != "1":
+            from convrag.llm.convert import convert_gguf
+
+            folder, gguf = str(convert_gguf(folder, gguf, dtype=spec.dtype or "float32")), None
         kw = {"gguf_file": gguf} if gguf else {}
         if spec.revision and "hf_repo" in (spec.weights or {}):
             kw["revision"] = spec.revision
