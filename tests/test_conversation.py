@@ -98,3 +98,16 @@ def test_concat_sends_every_shard_in_one_turn():
     convs, _, _ = _run("CONCAT", "none", runs=1)
     a = [c for c in convs if c.qid == "a"][0]
     assert all(s in a.turns[0]["text"] for s in SHARDS["a"])
+
+
+def test_user_simulator_guard():
+    from convrag.simulate.conversation import _guard_rephrase
+
+    shard = 'Start from the author of the novel "The Golden Chorus".'
+    q = Question(qid="g", dataset="d", question='In which country was the author of "The Golden Chorus" born?',
+                 answers=["Dusemuna"], supporting_doc_ids=["d/1"], hops=2)
+    assert _guard_rephrase("It's about whoever wrote the novel The Golden Chorus.", shard, q)
+    assert not _guard_rephrase("The author wrote a novel.", shard, q)  # drops the title
+    assert not _guard_rephrase("The Golden Chorus was written in Arabic.", shard, q)  # invents an entity
+    assert not _guard_rephrase("The Golden Chorus author is from Dusemuna.", shard, q)  # leaks the answer
+    assert not _guard_rephrase("", shard, q)

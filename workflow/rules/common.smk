@@ -1,5 +1,6 @@
 # Shared helpers: config validation (errors name the key) and path layout.
 import json
+import os
 import shlex
 
 from convrag.config import validate_config, simulate_jobs, n_chunks, retriever_kind
@@ -10,11 +11,17 @@ try:
 except ConvragError as e:
     raise WorkflowError(str(e)) from None
 
+def from_repo(path):
+    """Project files (prompts, registry) resolve against the repo when given relatively,
+    so `snakemake --directory elsewhere` works; results stay in the working directory."""
+    return path if os.path.isabs(path) or os.path.exists(path) else os.path.join(workflow.basedir, path)
+
+
 RES = config["results_dir"]
 LIC = config["lic_rag"]
-PROMPTS = config["prompts_dir"]
+PROMPTS = from_repo(config["prompts_dir"])
 CACHE = f"{RES}/cache/llm.sqlite"
-REGISTRY = config["models_registry"]
+REGISTRY = from_repo(config["models_registry"])
 
 
 wildcard_constraints:

@@ -31,7 +31,7 @@ from convrag.metrics.qa import exact_match
 from convrag.records import Conversation, Passage, Question
 from convrag.retrieval.policies import make_query
 from convrag.simulate.answers import extract_answer
-from convrag.simulate.shards import _contains, entities, leaks_answer
+from convrag.simulate.shards import mentions, entities, leaks_answer
 
 SINGLE_TURN = ("FULL", "CONCAT")
 
@@ -53,8 +53,10 @@ class Settings:
             top_k=d.get("top_k", 3),
             seed=d.get("seed", 0),
             max_extra_turns=d.get("max_extra_turns", 1),
-            assistant=Sampling(a.get("temperature", 0.7), a.get("top_p", 0.95), a.get("max_tokens", 64)),
-            user=Sampling(u.get("temperature", 0.7), u.get("top_p", 0.95), u.get("max_tokens", 48)),
+            assistant=Sampling(a.get("temperature", 0.7), a.get("top_p", 0.95), a.get("max_tokens", 64),
+                               tuple(a.get("stop", ()))),
+            user=Sampling(u.get("temperature", 0.7), u.get("top_p", 0.95), u.get("max_tokens", 48),
+                          tuple(u.get("stop", ()))),
         )
 
 
@@ -73,19 +75,17 @@ class _State:
         return [t["text"] for t in self.turns if t["role"] == "user"]
 
 
-def _guard_rephrase(text: str, shard: str, later: list[str], question: Question) -> bool:
+def _guard_rephrase(text: str, shard: str, question: Question) -> bool:
     """A rephrased shard is used only if it keeps the shard's names and numbers, names no
-    entity that only an unrevealed shard mentions, and does not state the answer."""
+    other entity (so nothing from an unrevealed shard leaks and nothing is invented), and
+    does not state the answer."""
     text = text.strip()
     if not text or len(text) > 4 * max(len(shard), 40):
         return False
-    if any(not _contains(text, e) for e in entities(shard)):
+    if any(not mentions(text, e) for e in entities(shard)):
         return False
-    own = {e.lower() for e in entities(shard)}
-    for s in later:
-        for e in entities(s):
-            if e.lower() not in own and _contains(text, e):
-                return False
+    if any(not mentions(shard, e) for e in entities(text)):
+        return False
     return not leaks_answer(text, question)
 
 
@@ -138,7 +138,7 @@ class ConversationRunner:
         for s, r in zip(need_llm, resps):
             shard = s.shards[s.revealed]
             text = r.text.strip().strip('"').strip()
-            ok = _guard_rephrase(text, shard, s.shards[s.revealed + 1:], s.question)
+            ok = _guard_rephrase(text, shard, s.question)
             s.revealed += 1
             s.pending_user = {"role": "user", "text": text if ok else shard, "shard_id": s.revealed, "rephrased": ok}
 

@@ -77,7 +77,7 @@ def _sentence_starts(text: str) -> set[int]:
     return starts
 
 
-def _contains(haystack: str, needle: str) -> bool:
+def mentions(haystack: str, needle: str) -> bool:
     h, n = f" {normalize_answer(haystack)} ", f" {normalize_answer(needle)} "
     return n.strip() != "" and n in h
 
@@ -85,13 +85,13 @@ def _contains(haystack: str, needle: str) -> bool:
 def leaks_answer(text: str, question: Question) -> list[str]:
     """Gold answers (or aliases) that appear in ``text`` but not in the question itself
     (a comparison question names its candidate answers, which is not a leak)."""
-    return [a for a in question.answers if _contains(text, a) and not _contains(question.question, a)]
+    return [a for a in question.answers if mentions(text, a) and not mentions(question.question, a)]
 
 
 def check_shards(question: Question, shards: list[str]) -> dict:
     joined = " \n ".join(shards)
-    missing = [e for e in entities(question.question) if not _contains(joined, e)]
-    added = [e for s in shards for e in entities(s) if not _contains(question.question, e)]
+    missing = [e for e in entities(question.question) if not mentions(joined, e)]
+    added = [e for s in shards for e in entities(s) if not mentions(question.question, e)]
     leaked = leaks_answer(joined, question)
     checks = {
         "entities_kept": not missing,
@@ -190,6 +190,20 @@ def _shardset(q: Question, shards: list[str], checks: dict, method: str, attempt
     )
 
 
+def _reasons(c: dict) -> list[str]:
+    """Why a check dict (or one attempt's record) failed, in words."""
+    why = []
+    if c.get("missing_entities"):
+        why.append("missing entities: " + ", ".join(c["missing_entities"]))
+    if c.get("added_entities"):
+        why.append("added entities: " + ", ".join(c["added_entities"]))
+    if c.get("leaked_answers"):
+        why.append("answer leaked: " + ", ".join(c["leaked_answers"]))
+    if c.get("n_shards", 2) < 2:
+        why.append(f"{c.get('n_shards', 0)} shard(s)")
+    return why
+
+
 def shard_report(shardsets: list[ShardSet], questions: list[Question]) -> str:
     """Markdown report: counts, then every question that used the fallback or failed."""
     by_id = {q.qid: q for q in questions}
@@ -212,18 +226,10 @@ def shard_report(shardsets: list[ShardSet], questions: list[Question]) -> str:
     ]
     for s in shardsets:
         c = s.checks
-        why = []
-        if not c.get("entities_kept", True):
-            why.append("missing entities: " + ", ".join(c.get("missing_entities", [])))
-        if not c.get("no_added_entities", True):
-            why.append("added entities: " + ", ".join(c.get("added_entities", [])))
-        if not c.get("answer_not_leaked", True):
-            why.append("answer leaked: " + ", ".join(c.get("leaked_answers", [])))
-        if not c.get("min_two_shards", True):
-            why.append(f"{c.get('n_shards', 0)} shard(s)")
+        why = _reasons(c) if not s.passed else []
         llm_fail = [a for a in c.get("attempts", []) if not a["passed"]]
         if s.method != "llm" and llm_fail:
-            why.insert(0, f"all {len(llm_fail)} LLM attempts failed")
+            why.insert(0, f"all {len(llm_fail)} LLM attempts failed (last: {'; '.join(_reasons(llm_fail[-1])) or '?'})")
         q = by_id.get(s.qid)
         lines.append(
             f"| {s.qid} | {q.hops if q else ''} | {s.method} | {'yes' if s.passed else 'NO'} "
