@@ -4,11 +4,14 @@ LIC_OUT = f"{RES}/lic_rag"
 
 
 def lic_rag_targets():
-    return [
+    # Conversations are targets too: deleting one makes Snakemake redo that job (from the
+    # LLM cache) and everything downstream of it, not silently keep stale tables.
+    return conversation_files() + [
         f"{LIC_OUT}/tables/table2_full_vs_sharded.csv",
         f"{LIC_OUT}/tables/table2_full_vs_sharded.md",
         f"{LIC_OUT}/figures/delivery_conditions.png",
         f"{LIC_OUT}/figures/delivery_conditions.pdf",
+        f"{LIC_OUT}/figures/delivery_conditions.csv",
         f"{LIC_OUT}/tables/accounting.csv",
     ] + [f"{LIC_OUT}/shards/{ds}/shard_report.md" for ds in LIC["datasets"]]
 
@@ -146,6 +149,8 @@ rule figure_delivery_conditions:
             subcategory="figures",
         ),
         pdf=f"{LIC_OUT}/figures/delivery_conditions.pdf",
+        data=f"{LIC_OUT}/figures/delivery_conditions.csv",
+        data_md=f"{LIC_OUT}/figures/delivery_conditions.md",
     params:
         boot=jarg(LIC["bootstrap"]),
     log:

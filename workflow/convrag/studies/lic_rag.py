@@ -7,7 +7,6 @@ conversations or calls a model.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +43,7 @@ def score_conversations(conv_paths: list[str], question_paths: list[str], top_k:
                 f1s.append(f1)
                 key = f"{c.conv_id}#{i}"
                 ranked = {r["doc_id"]: r["score"] for r in t.get("retrieved", [])[:top_k]}
-                for rank, d in enumerate(ranked):
+                for d in ranked:  # cumulative run: earlier-retrieved docs rank higher
                     seen.setdefault(d, 1e6 - len(seen))
                 if ranked:
                     run_turn[key] = ranked
@@ -109,7 +108,8 @@ def table2(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.D
 def delivery_summary(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
     rows = []
     for (ds, ret, cond), g in scores.groupby(["dataset", "retriever", "condition"], sort=True):
-        per_q = g.groupby(["qid", "model", "policy"])["final_f1"].mean().to_numpy()
+        # one value per question (mean over models, policies and runs): the resampling unit
+        per_q = g.groupby("qid")["final_f1"].mean().to_numpy()
         ci = bootstrap_ci(per_q, n_resamples=n_resamples, seed=seed)
         rows.append({"dataset": ds, "retriever": ret, "condition": cond, "mean_f1": ci["mean"],
                      "ci_low": ci["ci_low"], "ci_high": ci["ci_high"], "n": ci["n"]})
@@ -149,9 +149,7 @@ def run_table2(scores_path: str, boot: dict, out_stem: str) -> None:
 
 
 def run_figure(scores_path: str, boot: dict, out_stem: str) -> None:
+    """The figure plus its data (mean F1 and CI per dataset x retriever x condition) as CSV."""
     df = delivery_summary(pd.read_parquet(scores_path), boot.get("n_resamples", 1000), boot.get("seed", 0))
     delivery_conditions_figure(df, out_stem)
-
-
-def dumps(obj) -> str:
-    return json.dumps(obj, indent=2)
+    write_table(df, out_stem, caption="Mean final-answer F1 per condition (bootstrap 95% CI over questions).")
