@@ -142,6 +142,18 @@ def cmd_simulate(a):
     write_json(a.accounting, acc)
 
 
+def cmd_convert_model(a):
+    from convrag.llm.convert import convert_gguf
+    from convrag.llm.registry import get_spec, load_registry
+    from convrag.errors import ConfigError
+
+    spec = get_spec(load_registry(a.registry), a.model)
+    folder, gguf = spec.weights_location()
+    if not gguf:
+        raise ConfigError(f"{spec.where('weights')}: {a.model} has no GGUF weights to convert")
+    print(convert_gguf(folder, gguf, out_dir=a.out, dtype=a.dtype or spec.dtype or "float32"))
+
+
 # ---- scoring and reporting --------------------------------------------------------------
 
 
@@ -213,6 +225,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--settings", type=_json, default={})
     s.add_argument("--chunk", type=int, default=0)
     s.add_argument("--threads", type=int, default=None)
+
+    s = add("convert-model", cmd_convert_model, "dequantise a registry model's GGUF once into a safetensors HF folder")
+    s.add_argument("--model", required=True)
+    s.add_argument("--registry", default="config/models.yaml")
+    s.add_argument("--out", default=None, help="target folder (default: the model cache, $CONVRAG_MODEL_CACHE)")
+    s.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: the registry dtype)")
 
     s = add("score", cmd_score, "score lic_rag conversations (EM/F1 per turn, BEST, recall) into Parquet")
     s.add_argument("--conversations", nargs="+", required=True)

@@ -34,6 +34,23 @@ wildcard_constraints:
     chunk=r"\d+",
 
 
+from convrag.llm.registry import load_registry
+
+MODELS = load_registry(REGISTRY)
+
+
+def gpu_resources(model):
+    """SLURM executor resources for a model's jobs: GPUs only for local-weights backends
+    (transformers/vllm) with gpus > 0 in the registry; API models need none."""
+    spec = MODELS[model]
+    if spec.backend == "openai" or not spec.gpus:
+        return {"gpu": 0}
+    res = {"gpu": spec.gpus}
+    if spec.gpu_model:
+        res["gpu_model"] = spec.gpu_model
+    return res
+
+
 def jarg(obj):
     """A config value as one shell-quoted JSON argument."""
     return shlex.quote(json.dumps(obj, sort_keys=True))

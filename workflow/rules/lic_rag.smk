@@ -3,6 +3,14 @@
 LIC_OUT = f"{RES}/lic_rag"
 
 
+# Cheap aggregation steps run on the submit host, never as cluster jobs.
+localrules:
+    score_lic_rag,
+    table2_full_vs_sharded,
+    figure_delivery_conditions,
+    accounting_lic_rag,
+
+
 def lic_rag_targets():
     # Conversations are targets too: deleting one makes Snakemake redo that job (from the
     # LLM cache) and everything downstream of it, not silently keep stale tables.
@@ -47,8 +55,10 @@ rule shard_questions:
     log:
         "logs/lic_rag/shard/{dataset}.log",
     resources:
-        mem_mb=4000,
-        runtime=120,
+        mem_mb=16000,
+        runtime=240,
+        gpu=gpu_resources(LIC["sharding"]["model"])["gpu"],
+        gpu_model=gpu_resources(LIC["sharding"]["model"]).get("gpu_model", ""),
     shell:
         "convrag shard --questions {input.questions} --prompts {input.prompts}"
         " --model {LIC[sharding][model]} --registry {REGISTRY} --cache {CACHE}"
@@ -89,8 +99,10 @@ rule simulate:
     benchmark:
         "benchmarks/out/simulate/{dataset}/{model}/{retriever}/{condition}_{policy}/chunk{chunk}.tsv"
     resources:
-        mem_mb=8000,
+        mem_mb=16000,
         runtime=240,
+        gpu=lambda wc: gpu_resources(wc.model)["gpu"],
+        gpu_model=lambda wc: gpu_resources(wc.model).get("gpu_model", ""),
     shell:
         "convrag simulate --questions {input.questions} --shards {input.shards}"
         " --corpus {input.corpus} --index-dir $(dirname {input.index})"
