@@ -177,41 +177,43 @@ class ConversationRunner:
         if self.condition in SINGLE_TURN:
             max_turns = 1 + self.settings.max_extra_turns
         bar = tqdm(total=len(states), desc=f"{self.condition}/{self.policy} conversations done", unit="conv")
-        turn = 0
-        while True:
-            active = [s for s in states if not s.done]
-            if not active:
-                break
-            turn += 1
-            bar.set_postfix(turn=turn, active=len(active))
-            self._user_step(active)
-            if self.closed_book:
-                queries, results = [None] * len(active), [[] for _ in active]
-            else:
-                queries = [self._query(s) for s in active]
-                results = self.retriever.search(queries, self.settings.top_k)
-            reqs = [
-                Request(messages=self._assistant_messages(s, res), sampling=self.settings.assistant,
-                        seed=self.settings.seed, sample_index=s.run)
-                for s, res in zip(active, results)
-            ]
-            resps = self.assistant_engine.generate(reqs)
-            for s, q, res, r in zip(active, queries, results, resps):
-                answer = extract_answer(r.text)
-                s.turns.append(s.pending_user)
-                s.turns.append({
-                    "role": "assistant", "text": r.text, "query": q,
-                    "retrieved": [{"doc_id": d, "score": float(sc)} for d, sc in res],
-                    "answer": answer, "answered": answer is not None,
-                })
-                s.pending_user = None
-                correct = answer is not None and exact_match(answer, s.question.answers) == 1.0
-                all_revealed = self.condition in SINGLE_TURN or s.revealed >= len(s.shards)
-                out_of_nudges = s.extra_used >= self.settings.max_extra_turns
-                if correct or (all_revealed and (answer is not None or out_of_nudges)) or turn >= max_turns:
-                    s.done = True
-                    bar.update(1)
-        bar.close()
+        try:
+            turn = 0
+            while True:
+                active = [s for s in states if not s.done]
+                if not active:
+                    break
+                turn += 1
+                bar.set_postfix(turn=turn, active=len(active))
+                self._user_step(active)
+                if self.closed_book:
+                    queries, results = [None] * len(active), [[] for _ in active]
+                else:
+                    queries = [self._query(s) for s in active]
+                    results = self.retriever.search(queries, self.settings.top_k)
+                reqs = [
+                    Request(messages=self._assistant_messages(s, res), sampling=self.settings.assistant,
+                            seed=self.settings.seed, sample_index=s.run)
+                    for s, res in zip(active, results)
+                ]
+                resps = self.assistant_engine.generate(reqs)
+                for s, q, res, r in zip(active, queries, results, resps):
+                    answer = extract_answer(r.text)
+                    s.turns.append(s.pending_user)
+                    s.turns.append({
+                        "role": "assistant", "text": r.text, "query": q,
+                        "retrieved": [{"doc_id": d, "score": float(sc)} for d, sc in res],
+                        "answer": answer, "answered": answer is not None,
+                    })
+                    s.pending_user = None
+                    correct = answer is not None and exact_match(answer, s.question.answers) == 1.0
+                    all_revealed = self.condition in SINGLE_TURN or s.revealed >= len(s.shards)
+                    out_of_nudges = s.extra_used >= self.settings.max_extra_turns
+                    if correct or (all_revealed and (answer is not None or out_of_nudges)) or turn >= max_turns:
+                        s.done = True
+                        bar.update(1)
+        finally:
+            bar.close()  # an error message must not land on the bar's line
         return [self._record(s) for s in states]
 
     def _record(self, s: _State) -> Conversation:
