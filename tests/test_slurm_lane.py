@@ -1,0 +1,277 @@
+"""SLURM lane: a small real target of the default workflow submitted through a real SLURM with
+snakemake-executor-plugin-slurm and a profile derived from profiles/slurm.
+
+Needs a running SLURM: `bash .ci/slurm_lane.sh` starts munged, slurmctld and slurmd (one node,
+partition `debug`, no slurmdbd) and runs this file with CONVRAG_SLURM_LANE=1. Elsewhere the
+SLURM tests skip, saying why; the profile test runs everywhere.
+
+Target: the mini-world corpus, its questions, the BM25 index, the shards and ONE simulate job
+(2 questions x 1 run, FULL, BM25) with the real SmolLM2: 5 SLURM jobs. The simulate model is
+`smollm2-135m-a100`, a registry copy of smollm2-135m declared as a GPU model (gpus: 1,
+gpu_model: a100); the lane's node has one fake a100 GRES, and the model still runs on CPU.
+The sharding model stays the CPU smollm2-135m (resources gpu=0, gpu_model=""). Checks:
+  * each job really went through SLURM: Snakemake's log names a SLURM job id per job, each id
+    has its log under .snakemake/slurm_logs/rule_<rule>/, and slurmctld's record of the id
+    (`scontrol show job`, kept MinJobAge=600 s) says COMPLETED, exit 0:0, in this workdir.
+    `sacct` is not used: without slurmdbd it exits 1 ("accounting storage is disabled"), which
+    is also why the profile polls with squeue;
+  * GPU requests follow the registry: the simulate job was allocated gres gpu:a100:1, the CPU
+    model's shard job asked for no GPU (an empty gpu_model adds nothing to sbatch);
+  * the outputs equal a local run of the same target: conversations, shards, questions and
+    corpus byte for byte (batch-invariant sampling);
+  * a job that exits 1 under SLURM (more questions asked than the corpus has) makes Snakemake
+    exit non-zero, and slurmctld records that job FAILED.
+"""
+
+import copy
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from convrag.config import REPO_ROOT
+
+pytestmark = [pytest.mark.workflow, pytest.mark.tinymodel]
+
+PROFILE = REPO_ROOT / "profiles" / "slurm" / "config.yaml"
+GPU_MODEL = "smollm2-135m-a100"
+CONV = f"results/lic_rag/conversations/miniworld/{GPU_MODEL}/bm25/FULL_none/chunk0.jsonl"
+SAME_BYTES = [
+    CONV,
+    "results/lic_rag/shards/miniworld/shards.jsonl",
+    "results/datasets/miniworld/questions.jsonl",
+    "results/corpora/miniworld/corpus.jsonl",
+    "results/corpora/miniworld/questions_all.jsonl",
+]
+CLUSTER_RULES = {"prepare_corpus", "select_questions", "build_index", "shard_questions", "simulate"}
+RUN_TIMEOUT_S = 900  # a hung status loop must not hang CI: `timeout -s KILL` (see local-slurm.md)
+
+
+def _slurm_unavailable() -> str | None:
+    if os.environ.get("CONVRAG_SLURM_LANE") != "1":
+        return ("SLURM lane not requested: `bash .ci/slurm_lane.sh` starts a one-node SLURM and runs "
+                "this file with CONVRAG_SLURM_LANE=1")
+    if not shutil.which("sinfo") or not shutil.which("scontrol"):
+        return "CONVRAG_SLURM_LANE=1 but sinfo/scontrol are not on PATH (is slurm-client installed?)"
+    try:
+        r = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return "CONVRAG_SLURM_LANE=1 but `sinfo` did not answer within 30 s"
+    if r.returncode != 0 or not r.stdout.strip():
+        return f"CONVRAG_SLURM_LANE=1 but `sinfo` does not answer (exit {r.returncode}): {r.stderr.strip()[:300]}"
+    try:
+        import snakemake_executor_plugin_slurm  # noqa: F401
+    except ImportError:
+        return "snakemake-executor-plugin-slurm is not installed in this environment"
+    return None
+
+
+needs_slurm = pytest.mark.skipif(bool(_slurm_unavailable()), reason=_slurm_unavailable() or "")
+
+
+# --- profiles --------------------------------------------------------------------------------
+
+def _cluster_profile() -> dict:
+    return yaml.safe_load(PROFILE.read_text())
+
+
+def _test_profile() -> dict:
+    """profiles/slurm with the local test cluster's values: same keys, plus what a cluster without
+    slurmdbd and accounts needs (docs: ../shared/reference/local-slurm.md)."""
+    prof = copy.deepcopy(_cluster_profile())
+    prof["jobs"] = 4
+    prof["latency-wait"] = 5
+    prof["default-resources"].pop("slurm_account")
+    prof["default-resources"].update({"slurm_partition": "debug", "mem_mb": 500, "runtime": 10})
+    # The node has 20 GB, 2 CPUs and one (fake) GPU: requests sized for real nodes are refused
+    # ("Requested node configuration is not available"), e.g. cpus_per_gpu: 8.
+    for rule in CLUSTER_RULES:
+        res = prof["set-resources"].setdefault(rule, {})
+        res.update({"mem_mb": 3000, "runtime": 20})
+        if "cpus_per_gpu" in res:
+            res["cpus_per_gpu"] = 1
+    prof.update({
+        "slurm-no-account": True,
+        "slurm-status-command": "squeue",               # no slurmdbd: sacct cannot answer
+        "slurm-init-seconds-before-status-checks": 2,  # slurm.conf MinJobAge=600 >> 3 x this
+        "slurm-keep-successful-logs": True,            # evidence for the test
+    })
+    return prof
+
+
+def test_cluster_profile_is_complete():
+    """Runs everywhere: the shipped profile names the executor, placeholders and resources."""
+    prof = _cluster_profile()
+    assert prof["executor"] == "slurm"
+    for key in ("jobs", "latency-wait", "retries"):
+        assert isinstance(prof[key], int) and prof[key] >= 1, key
+    dr = prof["default-resources"]
+    assert dr["slurm_account"] == "YOUR_SLURM_ACCOUNT" and dr["slurm_partition"] == "YOUR_PARTITION"
+    assert dr["mem_mb"] > 0 and dr["runtime"] > 0
+    assert {"build_index", "simulate"} <= set(prof["set-resources"])
+    text = PROFILE.read_text()
+    assert "REPLACE" in text and "gpu_model" in text and "CONVRAG_CACHE_JOURNAL=DELETE" in text
+    # the derived test profile keeps every key of the real one
+    assert set(prof) <= set(_test_profile())
+
+
+def test_cluster_profile_plans_gpu_requests(tmp_path):
+    """Runs wherever the plugin is installed: Snakemake accepts profiles/slurm as it ships, and
+    the planned simulate job of a GPU model carries the registry's gpu / gpu_model."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(_config(tmp_path)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO_ROOT / "Snakefile"),
+         "--directory", str(tmp_path), "--configfile", str(tmp_path / "config.yaml"),
+         "--workflow-profile", str(PROFILE.parent), CONV],
+        capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    plan = proc.stdout + proc.stderr
+    resources = dict(re.findall(r"\nrule (\w+):.*?\n    resources: ([^\n]*)", plan, flags=re.S))
+    assert "slurm_account=YOUR_SLURM_ACCOUNT" in resources["simulate"]
+    assert "gpu=1, gpu_model=a100" in resources["simulate"], resources["simulate"]
+    assert "gpu=0, gpu_model=," in resources["shard_questions"], resources["shard_questions"]
+
+
+# --- runs ------------------------------------------------------------------------------------
+
+def _registry(workdir: Path) -> Path:
+    """config/models.yaml plus GPU_MODEL: smollm2-135m declared as a one-A100 model."""
+    reg = yaml.safe_load((REPO_ROOT / "config" / "models.yaml").read_text())
+    reg[GPU_MODEL] = {**reg["smollm2-135m"], "gpus": 1, "gpu_model": "a100"}
+    path = workdir / "models.yaml"
+    path.write_text(yaml.safe_dump(reg, sort_keys=False))
+    return path
+
+
+def _config(workdir: Path, n_questions: int = 2) -> dict:
+    cfg = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+    cfg["models_registry"] = str(_registry(workdir))
+    # one thread per job: two torch threads on a busy 2-core CI machine are several times slower
+    cfg["threads"] = {"simulate": 1, "index": 1, "shard": 1}
+    cfg["datasets"]["miniworld"]["n_questions"] = n_questions
+    lic = cfg["lic_rag"]
+    lic.update({"runs": 1, "conditions": ["FULL"], "retrievers": ["bm25"], "models": [GPU_MODEL]})
+    # short shard attempts (they fail the checks and use the decomposition fallback): the 96-token
+    # default takes minutes on a busy 2-core machine, and the lane tests SLURM, not sharding
+    lic["sharding"].update({"model": "smollm2-135m", "attempts": 1, "max_tokens": 24})
+    return cfg
+
+
+def _env() -> dict:
+    # The SLURM jobs inherit this environment (sbatch --export=ALL): the Snakemake restarted
+    # inside each job and `convrag` must be on PATH, from this interpreter's venv.
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def _snakemake(workdir: Path, target: str, *, slurm: bool, n_questions: int = 2) -> subprocess.CompletedProcess:
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(_config(workdir, n_questions)))
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO_ROOT / "Snakefile"),
+           "--directory", str(workdir), "--configfile", str(workdir / "config.yaml")]
+    if slurm:
+        prof_dir = workdir / "profile"
+        prof_dir.mkdir(exist_ok=True)
+        (prof_dir / "config.yaml").write_text(yaml.safe_dump(_test_profile(), sort_keys=False))
+        cmd = ["timeout", "-s", "KILL", str(RUN_TIMEOUT_S)] + cmd + ["--workflow-profile", str(prof_dir)]
+    else:
+        cmd += ["--cores", "2"]  # picks up profiles/default, as a workstation run does
+    proc = subprocess.run(cmd + [target], capture_output=True, text=True, env=_env(), cwd=workdir,
+                          timeout=RUN_TIMEOUT_S + 60)
+    (workdir / "snakemake.out").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode not in (124, 137, -9), f"snakemake killed after {RUN_TIMEOUT_S} s:\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def _submitted(workdir: Path) -> dict[str, list[str]]:
+    """rule -> SLURM job ids, from Snakemake's own log of the run ('Job N has been submitted
+    with SLURM jobid M (log: .../slurm_logs/rule_<rule>/...)')."""
+    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+    assert logs, f"no Snakemake log in {workdir}/.snakemake/log"
+    text = "\n".join(p.read_text() for p in logs)
+    found: dict[str, list[str]] = {}
+    for jobid, logfile in re.findall(r"submitted with SLURM jobid (\d+) \(log: ([^)]*)\)", text):
+        rule = re.search(r"rule_([A-Za-z0-9_]+)", logfile).group(1)
+        found.setdefault(rule, []).append(jobid)
+    return found
+
+
+def _scontrol(jobid: str) -> dict[str, str]:
+    r = subprocess.run(["scontrol", "-o", "show", "job", jobid], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, f"scontrol show job {jobid}: {r.stderr}"
+    return dict(kv.split("=", 1) for kv in r.stdout.split() if "=" in kv)
+
+
+@pytest.fixture(scope="module")
+def slurm_run(tmp_path_factory):
+    if reason := _slurm_unavailable():
+        pytest.skip(reason)
+    wd = tmp_path_factory.mktemp("slurm")
+    proc = _snakemake(wd, CONV, slurm=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return wd
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    if reason := _slurm_unavailable():
+        pytest.skip(reason)
+    wd = tmp_path_factory.mktemp("local")
+    proc = _snakemake(wd, CONV, slurm=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    return wd
+
+
+@needs_slurm
+def test_every_job_ran_under_slurm(slurm_run):
+    submitted = _submitted(slurm_run)
+    assert set(submitted) == CLUSTER_RULES, submitted
+    assert all(len(ids) == 1 for ids in submitted.values()), submitted  # no retry was needed
+    for rule, (jobid,) in submitted.items():
+        logs = list((slurm_run / ".snakemake" / "slurm_logs" / f"rule_{rule}").rglob(f"{jobid}.log"))
+        assert len(logs) == 1, f"no SLURM log for {rule} job {jobid}"
+        assert rule in logs[0].read_text(), logs[0]
+        rec = _scontrol(jobid)
+        assert rec["JobState"] == "COMPLETED" and rec["ExitCode"] == "0:0", (rule, rec)
+        assert rec["Partition"] == "debug" and Path(rec["WorkDir"]) == slurm_run, (rule, rec)
+        assert rec["Comment"].startswith(f"rule_{rule}"), (rule, rec)
+        assert Path(rec["StdOut"]) == logs[0].resolve(), (rule, rec)
+    # GPU requests as the registry says: one a100 for the GPU model, nothing for the CPU model
+    sim, shard = _scontrol(submitted["simulate"][0]), _scontrol(submitted["shard_questions"][0])
+    assert sim.get("TresPerJob") == "gres:gpu:a100:1", sim
+    assert "gpu" not in shard.get("TresPerJob", "") + shard.get("TRES", ""), shard
+    # the job's own Snakemake ran the rule (through srun, executor slurm-jobstep)
+    sim_log = next((slurm_run / ".snakemake" / "slurm_logs" / "rule_simulate").rglob("*.log")).read_text()
+    assert "rule simulate:" in sim_log and "Finished job" in sim_log, sim_log[-3000:]
+
+
+@needs_slurm
+def test_slurm_outputs_equal_local_run(slurm_run, local_run):
+    for rel in SAME_BYTES:
+        a, b = slurm_run / rel, local_run / rel
+        assert a.is_file() and b.is_file(), rel
+        assert a.read_bytes() == b.read_bytes(), f"{rel} differs between the SLURM and the local run"
+    convs = [line for line in (slurm_run / CONV).read_text().splitlines() if line.strip()]
+    assert len(convs) == 2  # 2 questions x 1 run
+
+
+@needs_slurm
+def test_failing_job_fails_the_run(tmp_path):
+    wd = tmp_path / "fail"
+    # the mini world has 4 questions: asking for 9 makes `convrag select-questions` exit 1
+    proc = _snakemake(wd, "results/datasets/miniworld/questions.jsonl", slurm=True, n_questions=9)
+    assert proc.returncode != 0, "snakemake exited 0 although a SLURM job failed"
+    submitted = _submitted(wd)
+    assert submitted.get("prepare_corpus") and submitted.get("select_questions"), submitted
+    assert _scontrol(submitted["prepare_corpus"][0])["JobState"] == "COMPLETED"
+    for jobid in submitted["select_questions"]:  # the first try and each retry
+        rec = _scontrol(jobid)
+        assert rec["JobState"] == "FAILED" and rec["ExitCode"] != "0:0", rec
+    assert "n_questions" in (wd / "logs" / "select_questions" / "miniworld.log").read_text()
+    assert not (wd / "results/datasets/miniworld/questions.jsonl").exists()
