@@ -15,6 +15,6 @@ include: "workflow/rules/lic_rag.smk"
 
 
 rule all:
+    default_target: True
     input:
         lic_rag_targets(),
-    default_target: True

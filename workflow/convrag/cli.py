@@ -180,6 +180,24 @@ def cmd_accounting(a):
     write_table(df, stem, caption="LLM accounting per simulate job.")
 
 
+def cmd_estimate(a):
+    from convrag.estimate import DEFAULT_PROMPTS, Throughput, format_report, run_estimate
+
+    tp = Throughput(**{k: v for k, v in (("prefill_mfu", a.prefill_mfu), ("decode_mfu", a.decode_mfu),
+                                         ("load_fixed_s", a.load_seconds), ("load_gb_per_s", a.load_gb_per_s))
+                       if v is not None})
+    est = run_estimate(a.config, a.accounting_glob, a.shard_accounting_glob, a.prompts or DEFAULT_PROMPTS, tp,
+                       job_minutes=a.job_minutes, passage_tokens=a.passage_tokens)
+    text = json.dumps(est, indent=2) if a.json else format_report(est)
+    if a.out:
+        from convrag.io import atomic_open
+
+        with atomic_open(a.out) as fh:
+            fh.write(text + "\n")
+    else:
+        print(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="convrag", description=__doc__)
     sub = p.add_subparsers(dest="stage", required=True, metavar="STAGE")
@@ -248,6 +266,25 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("accounting", cmd_accounting, "gather per-job LLM accounting into one table")
     s.add_argument("--conversations", nargs="+", required=True)
     s.add_argument("--out", required=True)
+
+    s = add("estimate", cmd_estimate, "size a lic_rag grid (conversations, LLM calls, tokens, GPU-hours, SLURM "
+            "layout) for any config from a finished run's accounting (see docs/scaling.md)")
+    s.add_argument("--config", required=True, help="the config to size, e.g. config/studies/lic_rag.yaml")
+    s.add_argument("--accounting-glob", action="append", default=None, metavar="GLOB",
+                   help="simulate accounting files of the measured run (repeatable; default "
+                        "results/lic_rag/conversations/**/chunk*.accounting.json)")
+    s.add_argument("--shard-accounting-glob", action="append", default=None, metavar="GLOB",
+                   help="shard accounting files (repeatable; default results/lic_rag/shards/*/accounting.json)")
+    s.add_argument("--prompts", default=None, help="lic_rag assistant prompts of the measured run (default: the repo's)")
+    s.add_argument("--passage-tokens", type=float, default=None,
+                   help="mean tokens per retrieved passage in the target corpora (default: as measured)")
+    s.add_argument("--prefill-mfu", type=float, default=None, help="prefill efficiency (default 0.40)")
+    s.add_argument("--decode-mfu", type=float, default=None, help="decode efficiency (default 0.15)")
+    s.add_argument("--load-seconds", type=float, default=None, help="fixed model start-up per job (default 90)")
+    s.add_argument("--load-gb-per-s", type=float, default=None, help="weight loading speed (default 1.0)")
+    s.add_argument("--job-minutes", type=float, default=240.0, help="SLURM time limit of a simulate job (default 240)")
+    s.add_argument("--json", action="store_true", help="print the full estimate as JSON")
+    s.add_argument("--out", default=None, help="write to this file instead of stdout")
     return p
 
 

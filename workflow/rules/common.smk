@@ -1,4 +1,5 @@
-# Shared helpers: config validation (errors name the key) and path layout.
+# Shared helpers: config validation (errors name the key), path layout, input/target
+# functions of every rule file, and the software environment (conda) of each job.
 import json
 import os
 import shlex
@@ -7,18 +8,27 @@ from convrag.config import validate_config, simulate_jobs, n_chunks, retriever_k
 from convrag.errors import ConvragError
 
 try:
-    validate_config(config, source="config (config/config.yaml + --configfile/--config)")
+    validate_config(
+        config, source="config (config/config.yaml + --configfile/--config)"
+    )
 except ConvragError as e:
     raise WorkflowError(str(e)) from None
 
+
 def from_repo(path):
     """Project files (prompts, registry) resolve against the repo when given relatively,
-    so `snakemake --directory elsewhere` works; results stay in the working directory."""
-    return path if os.path.isabs(path) or os.path.exists(path) else os.path.join(workflow.basedir, path)
+    so `snakemake --directory elsewhere` works; results stay in the working directory.
+    """
+    return (
+        path
+        if os.path.isabs(path) or os.path.exists(path)
+        else os.path.join(workflow.basedir, path)
+    )
 
 
 RES = config["results_dir"]
 LIC = config["lic_rag"]
+LIC_OUT = f"{RES}/lic_rag"
 PROMPTS = from_repo(config["prompts_dir"])
 CACHE = f"{RES}/cache/llm.sqlite"
 REGISTRY = from_repo(config["models_registry"])
@@ -58,3 +68,122 @@ def jarg(obj):
 
 def corpus_of(dataset):
     return config["datasets"][dataset]["corpus"]
+
+
+# ---- software environments (`snakemake --sdm conda`) ----------------------------------
+# One conda env per kind of job (envs/*.yaml, paths relative to workflow/rules/):
+#   cpu       - every CPU job (data, indexes, API-model and CPU-model simulation, scoring)
+#   java-bm25 - jobs that build or search a Lucene (pyserini) BM25 index: needs a JDK
+#   vllm-gpu  - jobs that run a local model on GPUs (vLLM, or transformers with gpus > 0);
+#               it also carries the JDK and pyserini, so any retriever works on GPU nodes.
+# Each env installs this repository (editable) from ${CONVRAG_REPO} in its pip section;
+# pip expands that variable, and it defaults here to the checkout that holds this Snakefile.
+os.environ.setdefault("CONVRAG_REPO", workflow.basedir)
+CONDA_ENVS = {
+    "cpu": "../../envs/cpu.yaml",
+    "java-bm25": "../../envs/java-bm25.yaml",
+    "vllm-gpu": "../../envs/vllm-gpu.yaml",
+}
+
+
+def needs_gpu_env(model):
+    spec = MODELS[model]
+    return spec.backend == "vllm" or (
+        spec.backend == "transformers" and bool(spec.gpus)
+    )
+
+
+def uses_pyserini(retriever):
+    r = config["retrievers"][retriever]
+    return r["kind"] == "bm25" and (r.get("params") or {}).get("backend") == "pyserini"
+
+
+def conda_env(models=(), retriever=None):
+    """The env file of a job that runs ``models`` and searches or builds ``retriever``."""
+    if any(needs_gpu_env(m) for m in models):
+        return CONDA_ENVS["vllm-gpu"]
+    if retriever is not None and uses_pyserini(retriever):
+        return CONDA_ENVS["java-bm25"]
+    return CONDA_ENVS["cpu"]
+
+
+# ---- data -------------------------------------------------------------------------------
+
+
+def raw_inputs(wildcards):
+    c = config["corpora"][wildcards.corpus]
+    if c["kind"] == "miniworld":
+        return []
+    if "local" in c:
+        return {"questions": c["local"]["questions"], "corpus": c["local"]["corpus"]}
+    return {
+        "questions": f"{RES}/raw/{wildcards.corpus}/{c['source']['questions']}",
+        "corpus": f"{RES}/raw/{wildcards.corpus}/{c['source']['corpus']}",
+    }
+
+
+def download_params(wildcards):
+    s = config["corpora"][wildcards.corpus]["source"]
+    return dict(
+        repo_id=s["repo_id"],
+        revision=s["revision"],
+        repo_type=s["repo_type"],
+        filename=wildcards.filename,
+        sha256=s["sha256"].get(wildcards.filename),
+    )
+
+
+# ---- lic_rag ----------------------------------------------------------------------------
+
+
+def lic_rag_targets():
+    # Conversations are targets too: deleting one makes Snakemake redo that job (from the
+    # LLM cache) and everything downstream of it, not silently keep stale tables.
+    return (
+        conversation_files()
+        + [
+            f"{LIC_OUT}/tables/table2_full_vs_sharded.csv",
+            f"{LIC_OUT}/tables/table2_full_vs_sharded.md",
+            f"{LIC_OUT}/figures/delivery_conditions.png",
+            f"{LIC_OUT}/figures/delivery_conditions.pdf",
+            f"{LIC_OUT}/figures/delivery_conditions.csv",
+            f"{LIC_OUT}/tables/accounting.csv",
+        ]
+        + [f"{LIC_OUT}/shards/{ds}/shard_report.md" for ds in LIC["datasets"]]
+    )
+
+
+def conversation_files():
+    return [
+        f"{LIC_OUT}/conversations/{j['dataset']}/{j['model']}/{j['retriever']}/"
+        f"{j['condition']}_{j['policy']}/chunk{j['chunk']}.jsonl"
+        for j in simulate_jobs(config)
+    ]
+
+
+def user_model():
+    return LIC["user_simulator"]["model"] or LIC["sharding"]["model"]
+
+
+def simulate_inputs(wc):
+    corpus = corpus_of(wc.dataset)
+    return dict(
+        questions=f"{RES}/datasets/{wc.dataset}/questions.jsonl",
+        shards=f"{LIC_OUT}/shards/{wc.dataset}/shards.jsonl",
+        corpus=f"{RES}/corpora/{corpus}/corpus.jsonl",
+        index=f"{RES}/indexes/{corpus}/{wc.retriever}/manifest.json",
+        prompts=f"{PROMPTS}/lic_rag/assistant.yaml",
+    )
+
+
+def simulate_settings(wc):
+    keys = (
+        "runs",
+        "chunk_size",
+        "top_k",
+        "seed",
+        "max_extra_turns",
+        "assistant",
+        "user_simulator",
+    )
+    return jarg({k: LIC[k] for k in keys})

@@ -1,56 +1,44 @@
 # Data: download real files (recording sha256), prepare corpora, select questions.
 
 
-def _raw_inputs(wildcards):
-    c = config["corpora"][wildcards.corpus]
-    if c["kind"] == "miniworld":
-        return []
-    if "local" in c:
-        return {"questions": c["local"]["questions"], "corpus": c["local"]["corpus"]}
-    return {
-        "questions": f"{RES}/raw/{wildcards.corpus}/{c['source']['questions']}",
-        "corpus": f"{RES}/raw/{wildcards.corpus}/{c['source']['corpus']}",
-    }
+# Downloads run on the submit host: cluster compute nodes often have no internet access.
+localrules:
+    download_file,
 
-
-def _download_params(wildcards):
-    s = config["corpora"][wildcards.corpus]["source"]
-    return dict(
-        repo_id=s["repo_id"],
-        revision=s["revision"],
-        repo_type=s["repo_type"],
-        filename=wildcards.filename,
-        sha256=s["sha256"].get(wildcards.filename),
-    )
+# (Input and params functions live in common.smk.)
 
 
 rule download_file:
     output:
         f"{RES}/raw/{{corpus}}/{{filename}}",
-    params:
-        spec=lambda wc: jarg(_download_params(wc)),
     log:
         "logs/download/{corpus}/{filename}.log",
+    conda:
+        CONDA_ENVS["cpu"]
     resources:
         runtime=60,
         mem_mb=4000,
+    params:
+        spec=lambda wc: jarg(download_params(wc)),
     shell:
         "convrag download --spec {params.spec} --out {output} 2> {log}"
 
 
 rule prepare_corpus:
     input:
-        unpack(_raw_inputs),
+        unpack(raw_inputs),
     output:
         corpus=f"{RES}/corpora/{{corpus}}/corpus.jsonl",
         questions=f"{RES}/corpora/{{corpus}}/questions_all.jsonl",
+    log:
+        "logs/prepare_corpus/{corpus}.log",
+    conda:
+        CONDA_ENVS["cpu"]
+    resources:
+        mem_mb=8000,
     params:
         spec=lambda wc: jarg(config["corpora"][wc.corpus]),
         files=lambda wc, input: jarg(dict(input)),
-    log:
-        "logs/prepare_corpus/{corpus}.log",
-    resources:
-        mem_mb=8000,
     shell:
         "convrag prepare-corpus --name {wildcards.corpus} --spec {params.spec} --files {params.files}"
         " --out-dir $(dirname {output.corpus}) 2> {log}"
@@ -61,10 +49,12 @@ rule select_questions:
         lambda wc: f"{RES}/corpora/{corpus_of(wc.dataset)}/questions_all.jsonl",
     output:
         f"{RES}/datasets/{{dataset}}/questions.jsonl",
-    params:
-        spec=lambda wc: jarg(config["datasets"][wc.dataset]),
     log:
         "logs/select_questions/{dataset}.log",
+    conda:
+        CONDA_ENVS["cpu"]
+    params:
+        spec=lambda wc: jarg(config["datasets"][wc.dataset]),
     shell:
         "convrag select-questions --dataset {wildcards.dataset} --spec {params.spec}"
         " --questions {input} --out {output} 2> {log}"
