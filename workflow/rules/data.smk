@@ -5,6 +5,7 @@
 localrules:
     download_file,
 
+
 # (Input and params functions live in common.smk.)
 
 
