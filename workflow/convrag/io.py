@@ -69,8 +69,8 @@ def read_json(path: str | os.PathLike) -> Any:
         raise DataError(f"{path}: file not found") from e
 
 
-def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number, record)``; a malformed line raises DataError naming file:line."""
+def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` for non-blank lines; a missing file names its path."""
     path = Path(path)
     try:
         fh = open(path, encoding="utf-8")
@@ -78,15 +78,20 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
         raise DataError(f"{path}: file not found") from e
     with fh:
         for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{lineno}: malformed JSON line ({e.msg})") from e
-            if not isinstance(rec, dict):
-                raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
-            yield lineno, rec
+            if line.strip():
+                yield lineno, line.rstrip("\n")
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, record)``; a malformed line raises DataError naming file:line."""
+    for lineno, line in iter_lines(path):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{lineno}: malformed JSON line ({e.msg})") from e
+        if not isinstance(rec, dict):
+            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+        yield lineno, rec
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:

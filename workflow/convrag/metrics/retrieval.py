@@ -9,11 +9,10 @@ corpus (which would otherwise just lower recall silently).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Iterable
 
 from convrag.errors import ConfigError, DataError
-from convrag.io import atomic_open
+from convrag.io import atomic_open, iter_lines
 
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
@@ -66,21 +65,9 @@ def write_trec_run(path: str | os.PathLike, run: Run, tag: str = "convrag") -> N
                 fh.write(f"{qid} Q0 {doc} {rank} {score:.6f} {tag}\n")
 
 
-def _lines(path: str | os.PathLike):
-    path = Path(path)
-    try:
-        fh = open(path, encoding="utf-8")
-    except FileNotFoundError as e:
-        raise DataError(f"{path}: file not found") from e
-    with fh:
-        for lineno, line in enumerate(fh, start=1):
-            if line.strip():
-                yield lineno, line.rstrip("\n")
-
-
 def read_trec_run(path: str | os.PathLike) -> Run:
     run: Run = {}
-    for lineno, line in _lines(path):
+    for lineno, line in iter_lines(path):
         cols = line.split()
         if len(cols) != 6:
             raise DataError(f"{path}:{lineno}: expected 6 columns 'qid Q0 doc rank score tag', got {len(cols)}")
@@ -99,7 +86,7 @@ def read_qrels(path: str | os.PathLike) -> Qrels:
     """Read TREC qrels (``qid iter doc rel``) or BEIR tsv (header, then ``qid<TAB>doc<TAB>rel``)."""
     qrels: Qrels = {}
     beir = None
-    for lineno, line in _lines(path):
+    for lineno, line in iter_lines(path):
         if beir is None:
             beir = "\t" in line and len(line.split("\t")) == 3
             if beir:
