@@ -56,10 +56,12 @@ def _prompt_size(r: Request) -> int:
 class Engine:
     """``generate(requests) -> responses`` for one registry model, with cache and accounting."""
 
-    def __init__(self, spec: ModelSpec, cache: LLMCache | None = None, backend: Any = None):
+    def __init__(self, spec: ModelSpec, cache: LLMCache | None = None, backend: Any = None,
+                 pool: "EnginePool | None" = None):
         self.spec = spec
         self.cache = cache
         self._backend = backend  # injectable for tests; otherwise built lazily
+        self._pool = pool  # engines of one pool share one loaded backend per model
         self.model_id = spec.model_id()
         self.revision = spec.resolved_revision()
         self.accounting = Accounting()
@@ -71,9 +73,12 @@ class Engine:
     @property
     def backend(self):
         if self._backend is None:
-            from convrag.llm.backends import make_backend
             t0 = time.perf_counter()
-            self._backend = make_backend(self.spec)
+            if self._pool is not None:
+                self._backend = self._pool.backend(self.spec)
+            else:
+                from convrag.llm.backends import make_backend
+                self._backend = make_backend(self.spec)
             self.accounting.load_seconds += time.perf_counter() - t0
         return self._backend
 
@@ -143,6 +148,35 @@ class Engine:
                           "model_id": self.model_id, "revision": self.revision,
                           "params_b": self.spec.params_b, **acc,
                           "requests_per_backend_second": rate})
+
+
+class EnginePool:
+    """Engines for several roles (assistant, user simulator, retriever, judge) over one cache.
+
+    Each ``engine(name)`` call returns a new Engine with its own accounting, so every role's
+    cost is reported apart, while all engines of one model share one backend, loaded on the
+    first cache miss of any of them (a model is never loaded twice in a job).
+    """
+
+    def __init__(self, registry_path: str | Path = DEFAULT_REGISTRY, cache_path: str | Path | None = None):
+        self.registry = load_registry(registry_path)
+        self.cache = LLMCache(cache_path) if cache_path is not None else None
+        self._backends: dict[str, Any] = {}
+
+    def engine(self, model: str) -> Engine:
+        return Engine(get_spec(self.registry, model), self.cache, pool=self)
+
+    def backend(self, spec: ModelSpec):
+        if spec.name not in self._backends:
+            from convrag.llm.backends import make_backend
+            self._backends[spec.name] = make_backend(spec)
+        return self._backends[spec.name]
+
+    def close(self) -> None:
+        for b in self._backends.values():
+            if hasattr(b, "close"):
+                b.close()
+        self._backends.clear()
 
 
 def load_engine(model: str, registry_path: str | Path = DEFAULT_REGISTRY,

@@ -13,6 +13,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,13 +27,54 @@ MANIFEST_VERSION = 1
 Hits = list[tuple[str, float]]
 
 
+@dataclass
+class QueryCost:
+    """What one query cost its retriever in LLM work (cached answers count too: this is the
+    method's cost, not this run's bill)."""
+
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    parse_failures: int = 0  # LLM outputs that were not the JSON asked for (then a documented fallback)
+
+    def add(self, responses) -> None:
+        for r in responses:
+            self.llm_calls += 1
+            self.prompt_tokens += int(r.prompt_tokens)
+            self.completion_tokens += int(r.completion_tokens)
+
+    def to_dict(self) -> dict[str, int]:
+        return {"llm_calls": self.llm_calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "parse_failures": self.parse_failures}
+
+
 class Retriever:
-    """A loaded index. ``search`` is batched: one call for all queries of a job."""
+    """A loaded index. ``search`` is batched: one call for all queries of a job.
+
+    After each ``search``, ``last_costs`` holds one QueryCost per query (all zero for
+    retrievers that make no LLM call).
+    """
 
     name: str = ""
+    last_costs: list[QueryCost] = []
 
     def search(self, queries: list[str], k: int) -> list[Hits]:
         raise NotImplementedError
+
+
+def batched_llm(engine, per_query: list[list], costs: list[QueryCost], desc: str | None = None) -> list[list]:
+    """Send every query's requests to ``engine`` in ONE batched call and split the answers
+    back per query, adding them to that query's cost. Graph retrievers use this at every
+    step, so their LLM work is batched across all queries of a job, never one at a time."""
+    flat = [r for reqs in per_query for r in reqs]
+    resps = engine.generate(flat, desc=desc) if flat else []
+    out, i = [], 0
+    for reqs, cost in zip(per_query, costs):
+        part = resps[i:i + len(reqs)]
+        cost.add(part)
+        out.append(part)
+        i += len(reqs)
+    return out
 
 
 def check_k(k: int) -> int:
