@@ -9,10 +9,11 @@ dependency) was judged and not used, because:
   every graph retriever; re-indexing with LightRAG's extraction (several long prompts per
   chunk, plus description merging) would multiply the most expensive step and give a second
   graph, so results would not be comparable across graph retrievers;
-- its query path is one asynchronous ``aquery`` per query (keyword extraction inside), so
-  the LLM step cannot be one batched ``engine.generate`` over all queries of a job as the
-  grid requires, and its default tokenizer (``tiktoken``) fetches its vocabulary over the
-  network, which the offline machines cannot do;
+- its query path is one asynchronous ``aquery`` per query, whose keyword extraction is its
+  own ``llm_model_func`` call with one prompt; making that one batched ``engine.generate``
+  over all queries of a job (as the grid requires) would need a collecting layer around its
+  async internals, and its default tokenizer (``tiktoken``) downloads its vocabulary on
+  first use, which the offline machines cannot do;
 - it returns an answer or a context string, not a ranked passage list with scores, which is
   what the evaluation (Recall@k on supporting passages) needs.
 So the paper's retrieval procedure is implemented here, over ``KnowledgeGraph``.
