@@ -8,7 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from convrag.errors import ConfigError
+from convrag.errors import ConfigError, DataError
+from convrag.records import Passage, write_records
+from convrag.retrieval.graph.kg import KnowledgeGraph
 from convrag.retrieval import build_index, load_retriever, needs_graph, uses_llm
 from convrag.retrieval.graph import tog2
 from convrag.retrieval.graph.tog2 import context_pool, parse_relation_choice, rank_entities
@@ -183,6 +185,8 @@ def test_params_and_errors(graph):
         build_index("tog2", corpus, tmp / "i", {"depth": 2}, graph_dir=kg_dir)
     with pytest.raises(ConfigError, match="max_depth must be an integer >= 1"):
         build_index("tog2", corpus, tmp / "i", {"max_depth": 0}, graph_dir=kg_dir)
+    with pytest.raises(ConfigError, match="min_link_score must be a number"):
+        build_index("tog2", corpus, tmp / "i", {"min_link_score": "high"}, graph_dir=kg_dir)
     build_index("tog2", corpus, tmp / "i", {}, graph_dir=kg_dir)
     r = load_retriever("tog2", tmp / "i", {"width": 1}, corpus_path=corpus)  # query-time params may differ
     with pytest.raises(ConfigError, match="retriever 'tog2' calls an LLM"):
@@ -190,6 +194,23 @@ def test_params_and_errors(graph):
     with pytest.raises(ConfigError, match="k must be a positive integer"):
         r.search([QUERY], 0)
     assert r.search([], 3) == [] and r.last_costs == []
+
+
+@pytest.mark.parametrize("threshold, topic", [(0.5, ["alder bridge"]), (0.0, ["alder bridge", "lake orum"])])
+def test_weak_entity_links_are_dropped(graph, threshold, topic):
+    kg = graph[3]
+    axis = 10 + kg.entities.index("lake orum")  # lake orum's own axis (see unit())
+    dalmen = np.zeros(32, np.float32)
+    dalmen[axis], dalmen[31] = 0.4, np.sqrt(1 - 0.16)  # cosine .4 * sqrt(.99) with lake orum, 0 with the rest
+
+    def enc(texts):
+        return np.stack([dalmen if t == "Dalmen" else query_encoder([t])[0] for t in texts])
+
+    script = {QUERY: {"query_ner": ['{"entities": ["Alder Bridge", "Dalmen"]}'], "tog2_relations": [Pick("built by")]}}
+    r, _ = retriever(graph, script, max_depth=1, min_link_score=threshold)
+    r.encoder = enc
+    r.search([QUERY], 2)
+    assert r.last_traces[0]["topic"] == topic
 
 
 def test_k_larger_than_corpus_returns_all(graph):
@@ -220,3 +241,17 @@ def test_real_tiny_models(tmp_path):
     for c in r.last_costs:
         assert 2 <= c.llm_calls <= 4 and c.prompt_tokens > 0 and c.completion_tokens > 0
     assert eng.accounting.requests == sum(c.llm_calls for c in r.last_costs)
+
+
+def test_graph_and_corpus_checks(graph):
+    tmp, corpus, kg_dir, kg = graph
+    kg.triple_emb = None
+    kg.save(tmp / "kg2")
+    (tmp / "kg2" / "triple_emb.npy").unlink(missing_ok=True)
+    with pytest.raises(DataError, match="knowledge graph has no triple_emb; retriever 'tog2' needs it"):
+        build_index("tog2", corpus, tmp / "i", {}, graph_dir=tmp / "kg2")
+    other = tmp / "other.jsonl"
+    write_records(other, [Passage("alder", "Alder Bridge", "x"), Passage("elsewhere", "E", "y")])
+    with pytest.raises(DataError, match="passage 'corvin' of the knowledge graph is not in the corpus"):
+        build_index("tog2", other, tmp / "i", {}, graph_dir=kg_dir)
+    assert KnowledgeGraph.load(kg_dir).triple_emb is not None

@@ -5,8 +5,12 @@ passage (context) retrieval, on the shared OpenIE knowledge graph.
 How it follows the paper, per query:
 1. Topic entities: LLM named entities (``common.query_entities``), linked to graph nodes
    (``common.link_entities``: exact normalised name, else nearest entity embedding); when the
-   NER output is not JSON or is empty, the query itself is linked by its embedding. At most
-   ``max_topic_entities`` are kept, by link score (the paper prunes topic entities with the LLM
+   NER output is not JSON or is empty, the query itself is linked by its embedding. Names
+   whose best link has a cosine below ``min_link_score`` (0.5) are dropped: small models list
+   entities of the prompt's own examples or generic phrases ("1990", "the founder"), which
+   link to arbitrary nodes (MiniLM: "1990" -> "mara voss" 0.22, "Alber Bridge" -> "alder
+   bridge" 0.90); when no name is left, the query itself is linked (no threshold, so every
+   query has a seed). At most ``max_topic_entities`` are kept, by link score (the paper prunes topic entities with the LLM
    when there are more than two; we skip that call). As in ToG-2, the contexts of the topic
    entities (their passages, see 4) start the evidence collection.
 2. Relation pruning: the candidate relations of the current entities are the graph edges
@@ -90,6 +94,7 @@ DEFAULTS = {
     "max_relations": 8,  # candidate relations shown to the LLM per depth
     "context_k": 10,  # size of the (entity, passage) context pool per depth
     "max_topic_entities": 3,
+    "min_link_score": 0.5,  # query entities linked with a lower cosine are dropped
     "prompt_passages": 3,  # evidence passages shown in the sufficiency prompt
     "passage_chars": 240,  # each shown passage is cut to this many characters
 }
@@ -99,6 +104,12 @@ ALPHA = 0.8  # ToG-2's rank decay in entity scoring
 
 _MIN = {"max_depth": 1, "width": 1, "max_relations": 1, "context_k": 1, "max_topic_entities": 1,
         "prompt_passages": 0, "passage_chars": 1}
+
+
+def check_link_score(name: str, p: dict) -> None:
+    v = p["min_link_score"]
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not -1.0 <= v <= 1.0:
+        raise ConfigError(f"retriever '{name}': min_link_score must be a number in [-1, 1], got {v!r}")
 RELATION_SAMPLING = Sampling(temperature=0.0, top_p=1.0, max_tokens=24)
 YESNO_SAMPLING = Sampling(temperature=0.0, top_p=1.0, max_tokens=12)
 
@@ -113,6 +124,7 @@ def check_params(name: str, params: dict | None, defaults: dict, minimums: dict)
             raise ConfigError(f"retriever '{name}': {key} must be an integer >= {lo}, got {v!r}")
     if p["llm"] is not None and not isinstance(p["llm"], str):
         raise ConfigError(f"retriever '{name}': llm must be a model name, got {p['llm']!r}")
+    check_link_score(name, p)
     return p
 
 
@@ -316,10 +328,12 @@ class GraphExplorer(Retriever):
         dim = self.kg.entity_emb.shape[1]
         out = []
         for q, ns, qv in zip(queries, names, qemb):
+            links = []
             if ns:
                 name_emb = np.stack([emb[n] if n in emb else np.zeros(dim, np.float32) for n in ns])
-                links = common.link_entities(self.kg, ns, name_emb)
-            else:  # NER failed or found nothing: link the query itself
+                links = [(e, s) for e, s in common.link_entities(self.kg, ns, name_emb)
+                         if s >= self.p["min_link_score"]]
+            if not links:  # NER failed, found nothing or nothing close: link the query itself
                 links = common.link_entities(self.kg, [q], qv[None, :])
             out.append([e for e, _ in links[: self.p["max_topic_entities"]]])
         return out
