@@ -6,8 +6,8 @@ and backtracking (self-correction).
 How it follows the paper, per query:
 1. Topic entities as in ToG-2 (``tog2.GraphExplorer.topic_entities``: LLM NER + linking,
    names linked below ``min_link_score`` dropped; the query's own embedding when no name is
-   left). PoG's datasets give topic entities; we need
-   the NER call. A query without a topic entity makes no further call.
+   left). PoG's datasets give topic entities; we need the NER call. A query without a topic
+   entity (only possible on a graph without entities) makes no further call.
 2. Planning (task decomposition): the LLM splits the question into sub-objectives, JSON
    ``{"subobjectives": [...]}`` (at most 4 are kept). Fallback when that is not what comes
    back: one sub-objective, the question itself.
@@ -39,7 +39,7 @@ How it follows the paper, per query:
    Fallbacks (each counted in ``QueryCost.parse_failures``): output without a valid decision
    -> "continue"; "backtrack" without a valid earlier entity -> the most recently searched
    one. A "backtrack" with no backtrack left (or no earlier entity with unexplored relations)
-   is taken as "continue" (not a parse failure).
+   is taken as "continue" (not a parse failure in itself; an invalid target is still counted).
 Every LLM step is one batched call over the queries still active (``base.batched_llm``).
 
 LLM calls per query: 1 (NER) + 1 (plan) + per hop 1 (relations) + 1 (reflection, unless
@@ -51,8 +51,8 @@ passages of the evidence triples and the passages that mention a path end (a kep
 which no kept path goes on: where the answer usually is, as the answer passage of a multi-hop
 question often names only the last entity). Tier 2, score 1 + (1 + cos) / 2: the other
 passages that mention an entity on a kept path (topic and intermediate entities, often hubs).
-Then the dense fill of ``common.top_docs`` (scores below 1e-3). Passages reached only through
-an abandoned branch are not among them.
+Then the dense fill of ``common.top_docs`` (scores below 1e-3). Passages that mention only
+entities of an abandoned branch are not among them.
 
 Simplified against the paper: free-text OpenIE relations instead of Freebase relation types
 (no type-based relation filtering, no CVT nodes); no entity descriptions; passages stand in
