@@ -122,7 +122,8 @@ def test_synonym_edges_threshold_and_top_k_on_both_paths():
 
 REPLIES = {
     "Orvik Theatre": {"entities": ["Orvik Theatre", "Tolo Vanes", "Dalmen"],
-                      "triples": [["Orvik Theatre", "founded by", "Tolo Vanes"], ["Orvik Theatre", "located in", "Dalmen"]]},
+                      "triples": [["Orvik Theatre", "founded by", "Tolo Vanes"],
+                                  ["Orvik Theatre", "located in", "Dalmen"]]},
     "Tolo Vanes": "Tolo Vanes wrote a book, I think.",  # not JSON
     "Orvik Theater": {"entities": ["Orvik Theater", "Tolo Vanes", "Korvan"],
                       "triples": [["Orvik Theater", "hosts plays by", "Tolo Vanes"],
@@ -213,7 +214,8 @@ def test_build_with_scripted_engine(corpus, tmp_path, monkeypatch):
     recs = [json.loads(line) for line in (out / "openie.jsonl").read_text().splitlines()]
     assert [r["doc_id"] for r in recs] == ["d1", "d2", "d3"]
     assert [r["parse_ok"] for r in recs] == [True, False, True]
-    assert recs[1]["raw"] == "Tolo Vanes wrote a book, I think." and recs[1]["triples"] == [] and recs[1]["entities"] == []
+    assert recs[1]["raw"] == "Tolo Vanes wrote a book, I think."
+    assert recs[1]["triples"] == [] and recs[1]["entities"] == []
     assert recs[2]["triples"] == [["orvik theater", "hosts plays by", "tolo vanes"]]
     assert recs[2]["dropped_triples"] == 3 and recs[2]["ungrounded_entities"] == 1  # self-loop, Korvan, malformed
 
@@ -239,7 +241,8 @@ def test_build_without_grounding_keeps_copied_entities(corpus, tmp_path, monkeyp
     assert (4, "near", 3, 2) in kg.triples
     # cos(theatre, theater) = 0.9 < 0.92; korvan is at 0.95 from theatre and sin-angle apart from theater
     cos_kt = 0.95 * 0.9 + np.sqrt(1 - 0.95 ** 2) * np.sqrt(1 - 0.81)
-    assert [(a, b) for a, b, _ in kg.synonyms] == [(0, 4), (3, 4)] and kg.synonyms[1][2] == pytest.approx(cos_kt, abs=1e-6)
+    assert [(a, b) for a, b, _ in kg.synonyms] == [(0, 4), (3, 4)]
+    assert kg.synonyms[1][2] == pytest.approx(cos_kt, abs=1e-6)
     assert kg.meta["extraction"]["dropped_triples"] == 2 and kg.meta["extraction"]["ungrounded_entities"] == 0
 
 

@@ -118,7 +118,8 @@ def parse_extraction(text: str | None) -> tuple[dict | None, int]:
     return {"entities": string_list(ents), "triples": triples}, bad
 
 
-def _grounded(name: str, text_norm: str) -> bool:
+def occurs_in(name: str, text_norm: str) -> bool:
+    """Whether ``name`` (normalised) occurs in ``text_norm`` (already normalised) on word boundaries."""
     n = normalize_entity(name)
     return bool(n) and re.search(r"(?<!\w)" + re.escape(n) + r"(?!\w)", text_norm) is not None
 
@@ -128,8 +129,8 @@ def ground(ex: dict, passage) -> tuple[dict, int, int]:
     text, compared after ``normalize_entity``, on word boundaries); returns the kept
     extraction and the numbers of entities and triples dropped (see module doc, step 2)."""
     text_norm = normalize_entity(f"{passage.title} {passage.text}")
-    ents = [e for e in ex["entities"] if _grounded(e, text_norm)]
-    trips = [t for t in ex["triples"] if _grounded(t[0], text_norm) and _grounded(t[2], text_norm)]
+    ents = [e for e in ex["entities"] if occurs_in(e, text_norm)]
+    trips = [t for t in ex["triples"] if occurs_in(t[0], text_norm) and occurs_in(t[2], text_norm)]
     return ({"entities": ents, "triples": trips}, len(ex["entities"]) - len(ents),
             len(ex["triples"]) - len(trips))
 
