@@ -21,7 +21,10 @@ vectors can be run together as the columns of one (n x m) matrix, so a batch of 
 one sparse-matrix-times-dense-matrix product per step. The weights may be asymmetric (a
 directed walk along ``W[i, j]``); the graph retrievers pass symmetric matrices.
 
-Measured (benchmarks/ppr.py, 20,000 nodes, ~10 edges per node): see the benchmark's output.
+Measured (benchmarks/ppr.py: 20,000 nodes, 10 edges per node on average, damping 0.5, 2 shared
+CPU cores): 15-20 ms per call of ``personalized_pagerank`` (transition built + walk), 8.5 ms
+per walk on a prepared ``PPR``; igraph's prpack took ~160 ms on the same graph (plus ~65 ms
+to build the igraph Graph) and agreed to 1e-12.
 """
 
 from __future__ import annotations
