@@ -9,8 +9,9 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
-from convrag.errors import ConvragError
+from convrag.errors import ConfigError, ConvragError
 
 
 def _json(s: str):
@@ -69,9 +70,35 @@ def cmd_select_questions(a):
 
 
 def cmd_build_index(a):
-    from convrag.retrieval import build_index
+    from convrag.retrieval import build_index, uses_llm
 
-    build_index(a.retriever, a.corpus, a.out_dir, a.params)
+    _set_threads(a.threads)
+    llm = pool = None
+    if uses_llm(a.retriever):
+        from convrag.llm.engine import EnginePool
+
+        if not (a.llm and a.registry):
+            raise ConfigError(f"build-index: retriever '{a.retriever}' calls an LLM: give --llm and --registry")
+        pool = EnginePool(a.registry, a.cache)
+        llm = pool.engine(a.llm)
+    try:
+        build_index(a.retriever, a.corpus, a.out_dir, a.params, llm=llm, graph_dir=a.graph_dir)
+    finally:
+        if pool is not None:
+            pool.close()
+
+
+def cmd_build_graph(a):
+    from convrag.llm.engine import EnginePool
+    from convrag.retrieval.graph.openie import build_graph
+
+    _set_threads(a.threads)
+    pool = EnginePool(a.registry, a.cache)
+    try:
+        engine = pool.engine(a.model)
+        build_graph(a.corpus, a.out_dir, engine, a.params)
+    finally:
+        pool.close()
 
 
 # ---- LLM stages -------------------------------------------------------------------------
@@ -97,7 +124,7 @@ def cmd_shard(a):
 
     _set_threads(a.threads)
     qs = read_records(a.questions, Question)
-    prompts = ShardPrompts.from_dict(yaml.safe_load(open(a.prompts)))
+    prompts = ShardPrompts.from_dict(yaml.safe_load(open(a.prompts)), source=a.source)
     engine = _engine(a.model, a.registry, a.cache)
     sets = shard_questions(qs, engine, prompts, a.settings)
     write_records(a.out, sets)
@@ -106,11 +133,91 @@ def cmd_shard(a):
     engine.write_accounting(a.accounting)
 
 
+def cmd_shard_review(a):
+    from convrag.io import atomic_open
+    from convrag.records import Question, ShardSet, read_records, write_records
+    from convrag.simulate.review import apply_review, export_review
+
+    sets, qs = read_records(a.shards, ShardSet), read_records(a.questions, Question)
+    if a.action == "export":
+        with atomic_open(a.out) as fh:
+            fh.write(export_review(sets, qs))
+    else:
+        write_records(a.out, apply_review(sets, qs, a.review) if a.review else sets)
+
+
+def _conversations(paths):
+    from convrag.records import Conversation, read_records
+
+    return [c for p in paths for c in read_records(p, Conversation)]
+
+
+def cmd_classify(a):
+    import yaml
+
+    from convrag.io import write_jsonl
+    from convrag.judges.categories import classify_turns
+    from convrag.llm.engine import EnginePool
+
+    _set_threads(a.threads)
+    pool = EnginePool(a.registry, a.cache)
+    try:
+        engine = pool.engine(a.model)
+        recs = classify_turns(_conversations(a.conversations), engine, yaml.safe_load(open(a.prompts)), a.max_tokens)
+        write_jsonl(a.out, recs)
+        engine.write_accounting(a.accounting)
+    finally:
+        pool.close()
+    bad = sum(1 for r in recs if not r["parsed"])
+    print(f"classify: {len(recs)} assistant turns, {bad} classifier outputs named no category", file=sys.stderr)
+
+
+def cmd_judge(a):
+    import yaml
+
+    from convrag.io import write_jsonl
+    from convrag.judges.correctness import judge_answers
+    from convrag.llm.engine import EnginePool
+    from convrag.records import Question, read_records
+
+    _set_threads(a.threads)
+    qs = {(q.dataset, q.qid): q for p in a.questions for q in read_records(p, Question)}
+    items = []
+    for c in _conversations(a.conversations):
+        q = qs.get((c.dataset, c.qid))
+        if q is None:
+            raise ConfigError(f"judge: conversation {c.conv_id} refers to unknown question {c.dataset}/{c.qid}")
+        items.append({"key": c.conv_id, "question": q.question, "answers": list(q.answers), "prediction": c.final_answer})
+    pool = EnginePool(a.registry, a.cache)
+    try:
+        engine = pool.engine(a.model)
+        recs = judge_answers(items, engine, yaml.safe_load(open(a.prompts)), a.max_tokens)
+        write_jsonl(a.out, recs)
+        engine.write_accounting(a.accounting)
+    finally:
+        pool.close()
+    bad = sum(1 for r in recs if not r["parsed"])
+    print(f"judge: {len(recs)} final answers, {bad} judge outputs were neither CORRECT nor INCORRECT", file=sys.stderr)
+
+
+def _cells(text: str) -> list[tuple[str, str]]:
+    """``FULL:none,SHARDED:history`` -> [("FULL", "none"), ("SHARDED", "history")]."""
+    out = []
+    for part in text.split(","):
+        cond, sep, pol = part.strip().partition(":")
+        if not sep or not cond or not pol:
+            raise argparse.ArgumentTypeError(f"cell {part!r} is not CONDITION:POLICY")
+        out.append((cond, pol))
+    return out
+
+
 def cmd_simulate(a):
     import yaml
 
+    from convrag.io import write_json
+    from convrag.llm.engine import EnginePool
     from convrag.records import Passage, Question, ShardSet, read_records, write_records
-    from convrag.retrieval import load_retriever
+    from convrag.retrieval import load_retriever, uses_llm
     from convrag.simulate.conversation import ConversationRunner, Settings
 
     _set_threads(a.threads)
@@ -122,24 +229,38 @@ def cmd_simulate(a):
     chunk = questions[a.chunk * size:(a.chunk + 1) * size]
     shards = {q.qid: [s["text"] for s in shardsets[q.qid].shards] for q in chunk}
     passages = {p.doc_id: p for p in read_records(a.corpus, Passage)} if a.retriever != "closed_book" else {}
-    retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params)
-    engine = _engine(a.model, a.registry, a.cache)
-    user_engine = engine if a.user_model == a.model else _engine(a.user_model, a.registry, a.cache)
+    pool = EnginePool(a.registry, a.cache)
+    roles = {"assistant": pool.engine(a.model), "user_simulator": pool.engine(a.user_model)}
+    if uses_llm(a.retriever):
+        roles["retriever"] = pool.engine(a.retriever_llm or a.model)
+    retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=roles.get("retriever"))
     runner = ConversationRunner(
-        condition=a.condition, policy=a.policy, retriever=retriever, retriever_name=a.retriever_name,
+        cells=a.cells, retriever=retriever, retriever_name=a.retriever_name,
         model_name=a.model, user_model_name=a.user_model, dataset=a.dataset, passages=passages,
-        assistant_engine=engine, user_engine=user_engine, prompts=yaml.safe_load(open(a.prompts)), settings=settings,
+        assistant_engine=roles["assistant"], user_engine=roles["user_simulator"],
+        prompts=yaml.safe_load(open(a.prompts)), settings=settings,
     )
-    convs = runner.run(chunk, shards)
-    write_records(a.out, convs)
-    acc = {"assistant": engine.accounting.to_dict()}
-    if user_engine is not engine:
-        acc["user_simulator"] = user_engine.accounting.to_dict()
-    acc["job"] = {"conversations": len(convs), "questions": len(chunk), "wall_seconds": round(time.time() - t0, 3),
-                  "unanswered_turns": sum(c.n_unanswered_turns for c in convs)}
-    from convrag.io import write_json
-
-    write_json(a.accounting, acc)
+    by_cell = runner.run(chunk, shards)
+    try:
+        for (cond, pol), convs in by_cell.items():
+            write_records(f"{a.out_dir}/{cond}_{pol}/chunk{a.chunk}.jsonl", convs)
+        acc = {role: eng.accounting.to_dict() for role, eng in roles.items()}
+        acc["cells"] = {
+            f"{c}_{p}": {"conversations": len(v), "unanswered_turns": sum(x.n_unanswered_turns for x in v),
+                         **runner.usage.get(f"{c}_{p}", {})}
+            for (c, p), v in by_cell.items()
+        }
+        acc["job"] = {"conversations": sum(len(v) for v in by_cell.values()), "questions": len(chunk),
+                      "cells": len(by_cell), "wall_seconds": round(time.time() - t0, 3),
+                      "unanswered_turns": sum(c.n_unanswered_turns for v in by_cell.values() for c in v)}
+        write_json(a.accounting, acc)
+    except BaseException:
+        # all or nothing: a failed job leaves no conversation file that looks finished
+        for (cond, pol) in by_cell:
+            Path(f"{a.out_dir}/{cond}_{pol}/chunk{a.chunk}.jsonl").unlink(missing_ok=True)
+        raise
+    finally:
+        pool.close()
 
 
 def cmd_convert_model(a):
@@ -160,7 +281,7 @@ def cmd_convert_model(a):
 def cmd_score(a):
     from convrag.studies.lic_rag import score_conversations, write_parquet
 
-    convs, turns = score_conversations(a.conversations, a.questions, a.top_k)
+    convs, turns = score_conversations(a.conversations, a.questions, a.recall_k, a.categories, a.judgments)
     write_parquet(convs, a.out)
     write_parquet(turns, a.out_turns)
 
@@ -168,16 +289,31 @@ def cmd_score(a):
 def cmd_lic_rag(a):
     from convrag.studies import lic_rag
 
-    {"table2": lic_rag.run_table2, "figure-delivery": lic_rag.run_figure}[a.what](a.scores, a.bootstrap, a.out_stem)
+    ctx = {"boot": a.bootstrap, "analysis": a.analysis, "closed_retrievers": a.closed_retrievers}
+    lic_rag.build_target(a.target, a.scores, a.turns, ctx, a.out_stem)
+
+
+def cmd_lic_rag_datasets(a):
+    from convrag.report.tables import write_table
+    from convrag.studies.lic_rag import caption, dataset_table
+
+    datasets = {}
+    for spec in a.dataset:
+        name, sep, rest = spec.partition("=")
+        parts = rest.split(",")
+        if not sep or len(parts) != 3:
+            raise ConfigError(f"lic-rag-datasets: --dataset {spec!r} is not NAME=QUESTIONS,SHARDS,CORPUS")
+        datasets[name] = dict(zip(("questions", "shards", "corpus"), parts))
+    write_table(dataset_table(datasets), a.out_stem, caption=caption("table1_datasets"))
 
 
 def cmd_accounting(a):
     from convrag.report.tables import write_table
     from convrag.studies.lic_rag import accounting_table
 
-    df = accounting_table(a.conversations)
+    df = accounting_table(a.jobs)
     stem = a.out[: -len(".csv")] if a.out.endswith(".csv") else a.out
-    write_table(df, stem, caption="LLM accounting per simulate job.")
+    write_table(df, stem, caption="LLM accounting per simulate job and role (assistant, user simulator, retriever).")
 
 
 def cmd_estimate(a):
@@ -224,21 +360,57 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
 
     s = add("build-index", cmd_build_index, "build one retrieval index for one corpus")
-    s.add_argument("--retriever", required=True, help="closed_book | bm25 | dense")
+    s.add_argument("--retriever", required=True, help="closed_book | bm25 | dense | hipporag | hipporag2 | lightrag | "
+                   "raptor | tog2 | pog")
     s.add_argument("--params", type=_json, default={})
     s.add_argument("--corpus", required=True)
     s.add_argument("--out-dir", required=True)
+    s.add_argument("--graph-dir", default=None, help="the corpus's knowledge-graph artifact (graph retrievers)")
+    s.add_argument("--llm", default=None, help="registry model for an LLM-using index build (RAPTOR summaries)")
+    s.add_argument("--registry", default=None)
+    s.add_argument("--cache", default=None)
+    s.add_argument("--threads", type=int, default=None)
+
+    s = add("build-graph", cmd_build_graph, "build the shared knowledge-graph artifact of one corpus (LLM OpenIE, "
+            "synonym edges, embeddings)")
+    for k in ("corpus", "model", "registry", "cache", "out-dir"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--params", type=_json, default={})
+    s.add_argument("--threads", type=int, default=None)
 
     s = add("shard", cmd_shard, "LLM shard construction with automatic checks and a report")
     for k in ("questions", "prompts", "model", "registry", "cache", "out", "report", "accounting"):
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--settings", type=_json, default={})
+    s.add_argument("--source", default=None, help="source dataset of the prompt pairs (hotpotqa, 2wikimultihopqa, "
+                   "musique, miniworld)")
     s.add_argument("--threads", type=int, default=None)
 
-    s = add("simulate", cmd_simulate, "simulate one chunk of lic_rag conversations (lockstep batched)")
+    s = add("shard-review", cmd_shard_review, "export shard sets to an editable review file, or apply an edited one")
+    s.add_argument("action", choices=["export", "apply"])
+    s.add_argument("--shards", required=True)
+    s.add_argument("--questions", required=True)
+    s.add_argument("--review", default=None, help="apply: the edited review file (none: copy the shards as they are)")
+    s.add_argument("--out", required=True)
+
+    for name, fn, what in (("classify", cmd_classify, "label every assistant turn with its response category (LLM)"),
+                           ("judge", cmd_judge, "judge final-answer correctness with an LLM (equivalents accepted)")):
+        s = add(name, fn, what)
+        s.add_argument("--conversations", nargs="+", required=True)
+        if name == "judge":
+            s.add_argument("--questions", nargs="+", required=True)
+        for k in ("prompts", "model", "registry", "cache", "out", "accounting"):
+            s.add_argument(f"--{k}", required=True)
+        s.add_argument("--max-tokens", type=int, default=8)
+        s.add_argument("--threads", type=int, default=None)
+
+    s = add("simulate", cmd_simulate, "simulate one chunk of lic_rag conversations for every cell of one retriever "
+            "(lockstep batched)")
     for k in ("questions", "shards", "corpus", "index-dir", "retriever", "retriever-name", "prompts", "dataset",
-              "model", "user-model", "condition", "policy", "registry", "cache", "out", "accounting"):
+              "model", "user-model", "registry", "cache", "out-dir", "accounting"):
         s.add_argument(f"--{k}", required=True)
+    s.add_argument("--cells", type=_cells, required=True, help="CONDITION:POLICY,... e.g. FULL:none,SHARDED:history")
+    s.add_argument("--retriever-llm", default=None, help="registry model of an LLM-using retriever (default: --model)")
     s.add_argument("--retriever-params", type=_json, default={})
     s.add_argument("--settings", type=_json, default={})
     s.add_argument("--chunk", type=int, default=0)
@@ -250,21 +422,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="target folder (default: the model cache, $CONVRAG_MODEL_CACHE)")
     s.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: the registry dtype)")
 
-    s = add("score", cmd_score, "score lic_rag conversations (EM/F1 per turn, BEST, recall) into Parquet")
+    s = add("score", cmd_score, "score lic_rag conversations (EM/F1 per turn, BEST, recall, categories, judge, "
+            "dependency order) into Parquet")
     s.add_argument("--conversations", nargs="+", required=True)
     s.add_argument("--questions", nargs="+", required=True)
-    s.add_argument("--top-k", type=int, default=5)
+    s.add_argument("--categories", nargs="*", default=[])
+    s.add_argument("--judgments", nargs="*", default=[])
+    s.add_argument("--recall-k", "--top-k", dest="recall_k", type=int, default=5)
     s.add_argument("--out", required=True)
     s.add_argument("--out-turns", required=True)
 
-    s = add("lic-rag", cmd_lic_rag, "lic_rag tables and figures from the score tables")
-    s.add_argument("what", choices=["table2", "figure-delivery"])
+    s = add("lic-rag", cmd_lic_rag, "one lic_rag table or figure from the score tables")
+    s.add_argument("target", help="a target name, e.g. table2_full_vs_sharded (convrag.studies.lic_rag.TARGETS)")
     s.add_argument("--scores", required=True)
+    s.add_argument("--turns", required=True)
     s.add_argument("--bootstrap", type=_json, default={})
+    s.add_argument("--analysis", type=_json, default={})
+    s.add_argument("--closed-retrievers", nargs="*", default=[])
+    s.add_argument("--out-stem", required=True)
+
+    s = add("lic-rag-datasets", cmd_lic_rag_datasets, "Table 1 of lic_rag: the datasets of the grid")
+    s.add_argument("--dataset", action="append", required=True, metavar="NAME=QUESTIONS,SHARDS,CORPUS")
     s.add_argument("--out-stem", required=True)
 
     s = add("accounting", cmd_accounting, "gather per-job LLM accounting into one table")
-    s.add_argument("--conversations", nargs="+", required=True)
+    s.add_argument("--jobs", nargs="+", required=True, help="simulate jobs' chunk<i>.accounting.json files")
     s.add_argument("--out", required=True)
 
     s = add("estimate", cmd_estimate, "size a lic_rag grid (conversations, LLM calls, tokens, GPU-hours, SLURM "

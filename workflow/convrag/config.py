@@ -103,9 +103,38 @@ def _check_references(config: dict, source: str, registry: dict | None) -> None:
             unknown(f"lic_rag.models[{i}]", m, registry)
     if lic["sharding"]["model"] not in registry:
         unknown("lic_rag.sharding.model", lic["sharding"]["model"], registry)
-    um = lic["user_simulator"]["model"]
-    if um is not None and um not in registry:
-        unknown("lic_rag.user_simulator.model", um, registry)
+    for key in ("user_simulator", "classifier", "judge"):
+        m = lic[key]["model"]
+        if m is not None and m not in registry:
+            unknown(f"lic_rag.{key}.model", m, registry)
+    if config["knowledge_graph"]["model"] not in registry:
+        unknown("knowledge_graph.model", config["knowledge_graph"]["model"], registry)
+    for name, r in config["retrievers"].items():
+        m = (r.get("params") or {}).get("llm")
+        if m is not None and m not in registry:
+            unknown(f"retrievers.{name}.params.llm", m, registry)
+    if lic["recall_k"] < lic["top_k"]:
+        raise ConfigError(f"{source}: invalid config key 'lic_rag.recall_k': {lic['recall_k']} is below top_k ({lic['top_k']})")
+    for d in lic["sharding"]["reviews"]:
+        if d not in lic["datasets"]:
+            unknown(f"lic_rag.sharding.reviews.{d}", d, lic["datasets"])
+
+
+def role_model(config: dict, role: str) -> str:
+    """The registry model of a lic_rag role (user_simulator, classifier, judge): its own
+    ``model`` or, when null, the sharding model."""
+    lic = config["lic_rag"]
+    return lic[role]["model"] or lic["sharding"]["model"]
+
+
+def retriever_llm(config: dict, retriever: str) -> str | None:
+    """The query/build-time LLM of an LLM-using retriever (params.llm or the KG model)."""
+    from convrag.retrieval import uses_llm
+
+    kind = retriever_kind(config, retriever)
+    if not uses_llm(kind):
+        return None
+    return (config["retrievers"][retriever].get("params") or {}).get("llm") or config["knowledge_graph"]["model"]
 
 
 def load_config(path: str | Path, registry: dict | None = None) -> dict:
@@ -128,38 +157,45 @@ def retriever_kind(config: dict, retriever: str) -> str:
     return config["retrievers"][retriever]["kind"]
 
 
-def cells(config: dict) -> list[tuple[str, str]]:
+MULTI_TURN = ("SHARDED", "RECAP", "SNOWBALL")
+
+
+def cells(config: dict, closed: bool = False) -> list[tuple[str, str]]:
     """(condition, policy) pairs simulated for one retriever.
 
-    FULL and CONCAT are single-turn, so HISTORY and CURRENT give the same query: they run
-    once with policy ``none``. Closed-book retrieves nothing: every condition uses ``none``.
+    FULL and CONCAT are single-turn, so HISTORY and CURRENT would send the same query: they
+    run once with policy ``none``. The multi-turn conditions (SHARDED, RECAP, SNOWBALL) run
+    once per policy. Closed-book retrieves nothing: every condition uses ``none``.
     """
     lic = config["lic_rag"]
     out = []
     for cond in lic["conditions"]:
-        if cond in ("FULL", "CONCAT"):
-            out.append((cond, "none"))
-        else:
+        if cond in MULTI_TURN and not closed:
             out.extend((cond, p) for p in lic["policies"])
-    return out
+        else:
+            out.append((cond, "none"))
+    return list(dict.fromkeys(out))
+
+
+def is_closed_book(config: dict, retriever: str) -> bool:
+    return retriever_kind(config, retriever) == "closed_book"
 
 
 def simulate_jobs(config: dict) -> list[dict]:
-    """Every simulate job of the lic_rag grid as wildcard dicts."""
+    """Every simulate job of the lic_rag grid: one per (dataset, model, retriever, chunk),
+    running all of that retriever's cells in lockstep (one batch per turn for all cells)."""
     lic = config["lic_rag"]
-    jobs = []
-    for ds in lic["datasets"]:
-        for model in lic["models"]:
-            for ret in lic["retrievers"]:
-                closed = retriever_kind(config, ret) == "closed_book"
-                seen = set()
-                for cond, pol in cells(config):
-                    pol = "none" if closed else pol
-                    if (cond, pol) in seen:
-                        continue
-                    seen.add((cond, pol))
-                    for chunk in range(n_chunks(config, ds)):
-                        jobs.append(
-                            dict(dataset=ds, model=model, retriever=ret, condition=cond, policy=pol, chunk=chunk)
-                        )
-    return jobs
+    return [
+        dict(dataset=ds, model=model, retriever=ret, chunk=chunk, cells=cells(config, is_closed_book(config, ret)))
+        for ds in lic["datasets"] for model in lic["models"] for ret in lic["retrievers"]
+        for chunk in range(n_chunks(config, ds))
+    ]
+
+
+def simulate_cells(config: dict) -> list[dict]:
+    """Every (dataset, model, retriever, condition, policy, chunk) cell of the grid: one
+    conversation file each."""
+    return [
+        dict(dataset=j["dataset"], model=j["model"], retriever=j["retriever"], condition=c, policy=p, chunk=j["chunk"])
+        for j in simulate_jobs(config) for c, p in j["cells"]
+    ]

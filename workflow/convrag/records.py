@@ -83,6 +83,10 @@ class Question(Record):
     # Sub-questions or clues from the source in dependency order (MuSiQue's
     # question_decomposition, the mini world's relation chain); optional.
     decomposition: list[str] = field(default_factory=list)
+    # Bridge values reached on the way to the answer (MuSiQue step answers, 2Wiki evidence
+    # objects, HotpotQA bridge titles, the mini world's chain entities): shards must not
+    # expose them, or the conversation skips hops.
+    intermediate_answers: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -2,10 +2,21 @@
 # functions of every rule file, and the software environment (conda) of each job.
 import json
 import os
+import re
 import shlex
 
-from convrag.config import validate_config, simulate_jobs, n_chunks, retriever_kind
+from convrag.config import (
+    cells,
+    is_closed_book,
+    retriever_kind,
+    retriever_llm,
+    role_model,
+    simulate_cells,
+    simulate_jobs,
+    validate_config,
+)
 from convrag.errors import ConvragError
+from convrag.retrieval import needs_graph, uses_llm
 
 try:
     validate_config(
@@ -26,6 +37,8 @@ def from_repo(path):
     )
 
 
+from convrag.studies.lic_rag import TARGETS as LIC_TARGETS
+
 RES = config["results_dir"]
 LIC = config["lic_rag"]
 LIC_OUT = f"{RES}/lic_rag"
@@ -42,6 +55,7 @@ wildcard_constraints:
     condition=r"FULL|CONCAT|SHARDED",
     policy=r"history|current|none",
     chunk=r"\d+",
+    target=r"(table|figure|appendix)[A-Za-z0-9_]+",
 
 
 from convrag.llm.registry import load_registry
@@ -133,7 +147,79 @@ def download_params(wildcards):
     )
 
 
+# ---- graphs and indexes ----------------------------------------------------------------
+KG = config["knowledge_graph"]
+
+
+def graph_params():
+    return {
+        "embedding": KG["embedding"],
+        "synonym_threshold": KG["synonym_threshold"],
+        "max_tokens": KG["max_tokens"],
+        **KG["params"],
+    }
+
+
+def index_inputs(wc):
+    ins = {"corpus": f"{RES}/corpora/{wc.corpus}/corpus.jsonl"}
+    if needs_graph(retriever_kind(config, wc.retriever)):
+        ins["graph"] = f"{RES}/graphs/{wc.corpus}/manifest.json"
+    return ins
+
+
+def index_llm_args(wc):
+    """`--llm ... --registry ... --cache ...` for index builds that call an LLM (RAPTOR)."""
+    m = retriever_llm(config, wc.retriever)
+    if m is None:
+        return ""
+    return f"--llm {m} --registry {REGISTRY} --cache {CACHE}"
+
+
+def graph_dir_arg(wc, input):
+    return f"--graph-dir $(dirname {input.graph})" if "graph" in input.keys() else ""
+
+
 # ---- lic_rag ----------------------------------------------------------------------------
+CLOSED = [r for r in LIC["retrievers"] if is_closed_book(config, r)]
+OPEN = [r for r in LIC["retrievers"] if not is_closed_book(config, r)]
+TABLES = [n for n, t in LIC_TARGETS.items() if t[0] == "table"]
+FIGURES = [n for n, t in LIC_TARGETS.items() if t[0] == "figure"]
+
+
+def alternatives(names):
+    """A wildcard regex matching exactly these names (one that matches nothing if none)."""
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"
+
+
+def cell_outputs(closed):
+    return [
+        f"{LIC_OUT}/conversations/{{dataset}}/{{model}}/{{retriever}}/{c}_{p}/chunk{{chunk}}.jsonl"
+        for c, p in cells(config, closed)
+    ]
+
+
+def conversation_files(dataset=None, model=None):
+    return [
+        f"{LIC_OUT}/conversations/{j['dataset']}/{j['model']}/{j['retriever']}/"
+        f"{j['condition']}_{j['policy']}/chunk{j['chunk']}.jsonl"
+        for j in simulate_cells(config)
+        if dataset in (None, j["dataset"]) and model in (None, j["model"])
+    ]
+
+
+def job_accounting_files():
+    return [
+        f"{LIC_OUT}/conversations/{j['dataset']}/{j['model']}/{j['retriever']}/chunk{j['chunk']}.accounting.json"
+        for j in simulate_jobs(config)
+    ]
+
+
+def table_files(name):
+    return [f"{LIC_OUT}/tables/{name}.csv", f"{LIC_OUT}/tables/{name}.md"]
+
+
+def figure_files(name):
+    return [f"{LIC_OUT}/figures/{name}.{ext}" for ext in ("png", "pdf", "csv", "md")]
 
 
 def lic_rag_targets():
@@ -141,35 +227,38 @@ def lic_rag_targets():
     # LLM cache) and everything downstream of it, not silently keep stale tables.
     return (
         conversation_files()
-        + [
-            f"{LIC_OUT}/tables/table2_full_vs_sharded.csv",
-            f"{LIC_OUT}/tables/table2_full_vs_sharded.md",
-            f"{LIC_OUT}/figures/delivery_conditions.png",
-            f"{LIC_OUT}/figures/delivery_conditions.pdf",
-            f"{LIC_OUT}/figures/delivery_conditions.csv",
-            f"{LIC_OUT}/tables/accounting.csv",
-        ]
-        + [f"{LIC_OUT}/shards/{ds}/shard_report.md" for ds in LIC["datasets"]]
+        + [f for n in ["table1_datasets", *TABLES, "accounting"] for f in table_files(n)]
+        + [f for n in FIGURES for f in figure_files(n)]
+        + [f"{LIC_OUT}/shards/{ds}/{name}" for ds in LIC["datasets"] for name in ("shard_report.md", "review.yaml")]
     )
 
 
-def conversation_files():
-    return [
-        f"{LIC_OUT}/conversations/{j['dataset']}/{j['model']}/{j['retriever']}/"
-        f"{j['condition']}_{j['policy']}/chunk{j['chunk']}.jsonl"
-        for j in simulate_jobs(config)
-    ]
+def corpus_source(dataset):
+    """The source of a dataset's shard prompt pairs: miniworld or the hipporag format."""
+    c = config["corpora"][corpus_of(dataset)]
+    return c["kind"] if c["kind"] == "miniworld" else c["format"]
 
 
-def user_model():
-    return LIC["user_simulator"]["model"] or LIC["sharding"]["model"]
+def shard_review_arg(wildcards):
+    path = LIC["sharding"]["reviews"].get(wildcards.dataset)
+    return f"--review {path}" if path else ""
+
+
+def shard_review_input(wildcards):
+    path = LIC["sharding"]["reviews"].get(wildcards.dataset)
+    return [path] if path else []
+
+
+USER_MODEL = role_model(config, "user_simulator")
+CLASSIFIER_MODEL = role_model(config, "classifier")
+JUDGE_MODEL = role_model(config, "judge")
 
 
 def simulate_inputs(wc):
     corpus = corpus_of(wc.dataset)
     return dict(
         questions=f"{RES}/datasets/{wc.dataset}/questions.jsonl",
-        shards=f"{LIC_OUT}/shards/{wc.dataset}/shards.jsonl",
+        shards=f"{LIC_OUT}/shards/{wc.dataset}/final.jsonl",
         corpus=f"{RES}/corpora/{corpus}/corpus.jsonl",
         index=f"{RES}/indexes/{corpus}/{wc.retriever}/manifest.json",
         prompts=f"{PROMPTS}/lic_rag/assistant.yaml",
@@ -181,9 +270,19 @@ def simulate_settings(wc):
         "runs",
         "chunk_size",
         "top_k",
+        "recall_k",
         "seed",
         "max_extra_turns",
         "assistant",
         "user_simulator",
     )
     return jarg({k: LIC[k] for k in keys})
+
+
+def simulate_cells_arg(wc):
+    return ",".join(f"{c}:{p}" for c, p in cells(config, is_closed_book(config, wc.retriever)))
+
+
+def simulate_models(wc):
+    """Every model a simulate job runs (GPU env and resources follow the heaviest)."""
+    return [wc.model, USER_MODEL] + [m for m in [retriever_llm(config, wc.retriever)] if m]

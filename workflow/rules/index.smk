@@ -1,9 +1,38 @@
-# One index per (corpus, retriever), built once and shared by every model and condition.
+# Expensive artifacts, built once and shared by every model and condition: the knowledge
+# graph of a corpus (LLM OpenIE, for the graph retrievers) and one index per (corpus, retriever).
+
+
+rule build_graph:
+    input:
+        f"{RES}/corpora/{{corpus}}/corpus.jsonl",
+    output:
+        f"{RES}/graphs/{{corpus}}/manifest.json",
+    log:
+        "logs/build_graph/{corpus}.log",
+    benchmark:
+        "benchmarks/out/build_graph/{corpus}.tsv"
+    conda:
+        conda_env(models=[KG["model"]])
+    threads: config["threads"]["index"]
+    resources:
+        mem_mb=16000,
+        runtime=480,
+        gpu=gpu_resources(KG["model"])["gpu"],
+        gpu_model=gpu_resources(KG["model"]).get("gpu_model", ""),
+    params:
+        model=KG["model"],
+        params=jarg(graph_params()),
+        registry=REGISTRY,
+        cache=CACHE,
+    shell:
+        "convrag build-graph --corpus {input} --model {params.model} --params {params.params}"
+        " --registry {params.registry} --cache {params.cache} --threads {threads}"
+        " --out-dir $(dirname {output}) 2> {log}"
 
 
 rule build_index:
     input:
-        f"{RES}/corpora/{{corpus}}/corpus.jsonl",
+        unpack(index_inputs),
     output:
         f"{RES}/indexes/{{corpus}}/{{retriever}}/manifest.json",
     log:
@@ -11,8 +40,12 @@ rule build_index:
     benchmark:
         "benchmarks/out/build_index/{corpus}/{retriever}.tsv"
     conda:
-        # pyserini (Lucene) BM25 needs a JDK: java-bm25; every other index: cpu
-        lambda wc: conda_env(retriever=wc.retriever)
+        # pyserini (Lucene) BM25 needs a JDK: java-bm25; an LLM-built index (RAPTOR) on
+        # GPUs: vllm-gpu; every other index: cpu
+        lambda wc: conda_env(
+            models=[m for m in [retriever_llm(config, wc.retriever)] if m],
+            retriever=wc.retriever,
+        )
     threads: config["threads"]["index"]
     resources:
         mem_mb=16000,
@@ -20,6 +53,9 @@ rule build_index:
     params:
         kind=lambda wc: retriever_kind(config, wc.retriever),
         params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),
+        llm=index_llm_args,
+        graph=graph_dir_arg,
     shell:
         "convrag build-index --retriever {params.kind} --params {params.params}"
-        " --corpus {input} --out-dir $(dirname {output}) 2> {log}"
+        " --corpus {input.corpus} {params.graph} {params.llm} --threads {threads}"
+        " --out-dir $(dirname {output}) 2> {log}"

@@ -1,13 +1,17 @@
-# lic_rag: shard questions, simulate conversations (one job per dataset x model x
-# retriever x condition x policy x question chunk), score, and build tables and figures.
+# lic_rag: shard questions (with a manual review round trip), simulate conversations (one job
+# per dataset x model x retriever x question chunk, all delivery cells in lockstep), label
+# turns and judge answers, score, and build every table and figure.
 # (Target, input and params functions live in common.smk.)
 
 
 # Cheap aggregation steps run on the submit host, never as cluster jobs.
 localrules:
+    export_shard_review,
+    final_shards,
     score_lic_rag,
-    table2_full_vs_sharded,
-    figure_delivery_conditions,
+    lic_rag_table,
+    lic_rag_figure,
+    table1_datasets,
     accounting_lic_rag,
 
 
@@ -37,29 +41,64 @@ rule shard_questions:
     params:
         settings=jarg(LIC["sharding"]),
         model=LIC["sharding"]["model"],
+        source=lambda wc: corpus_source(wc.dataset),
         registry=REGISTRY,
         cache=CACHE,
     shell:
-        "convrag shard --questions {input.questions} --prompts {input.prompts}"
+        "convrag shard --questions {input.questions} --prompts {input.prompts} --source {params.source}"
         " --model {params.model} --registry {params.registry} --cache {params.cache}"
         " --settings {params.settings} --out {output.shards} --report {output.report}"
-        " --accounting {output.accounting} 2> {log}"
+        " --accounting {output.accounting} --threads {threads} 2> {log}"
+
+
+rule export_shard_review:
+    input:
+        shards=f"{LIC_OUT}/shards/{{dataset}}/shards.jsonl",
+        questions=f"{RES}/datasets/{{dataset}}/questions.jsonl",
+    output:
+        f"{LIC_OUT}/shards/{{dataset}}/review.yaml",
+    log:
+        "logs/lic_rag/shard_review/{dataset}.log",
+    conda:
+        CONDA_ENVS["cpu"]
+    shell:
+        "convrag shard-review export --shards {input.shards} --questions {input.questions} --out {output} 2> {log}"
+
+
+rule final_shards:
+    input:
+        shards=f"{LIC_OUT}/shards/{{dataset}}/shards.jsonl",
+        questions=f"{RES}/datasets/{{dataset}}/questions.jsonl",
+        review=shard_review_input,
+    output:
+        f"{LIC_OUT}/shards/{{dataset}}/final.jsonl",
+    log:
+        "logs/lic_rag/final_shards/{dataset}.log",
+    conda:
+        CONDA_ENVS["cpu"]
+    params:
+        review=shard_review_arg,
+    shell:
+        "convrag shard-review apply --shards {input.shards} --questions {input.questions} {params.review}"
+        " --out {output} 2> {log}"
 
 
 rule simulate:
     input:
         unpack(simulate_inputs),
     output:
-        conversations=f"{LIC_OUT}/conversations/{{dataset}}/{{model}}/{{retriever}}/{{condition}}_{{policy}}/chunk{{chunk}}.jsonl",
-        accounting=f"{LIC_OUT}/conversations/{{dataset}}/{{model}}/{{retriever}}/{{condition}}_{{policy}}/chunk{{chunk}}.accounting.json",
+        conversations=cell_outputs(closed=False),
+        accounting=f"{LIC_OUT}/conversations/{{dataset}}/{{model}}/{{retriever}}/chunk{{chunk}}.accounting.json",
+    wildcard_constraints:
+        retriever=alternatives(OPEN),
     log:
-        "logs/lic_rag/simulate/{dataset}/{model}/{retriever}/{condition}_{policy}/chunk{chunk}.log",
+        "logs/lic_rag/simulate/{dataset}/{model}/{retriever}/chunk{chunk}.log",
     benchmark:
-        "benchmarks/out/simulate/{dataset}/{model}/{retriever}/{condition}_{policy}/chunk{chunk}.tsv"
+        "benchmarks/out/simulate/{dataset}/{model}/{retriever}/chunk{chunk}.tsv"
     conda:
-        # vllm-gpu when the assistant or the user simulator runs on GPUs, java-bm25 for a
-        # pyserini retriever, else cpu (API and CPU models)
-        lambda wc: conda_env(models=[wc.model, user_model()], retriever=wc.retriever)
+        # vllm-gpu when any model of the job runs on GPUs, java-bm25 for a pyserini
+        # retriever, else cpu (API and CPU models)
+        lambda wc: conda_env(models=simulate_models(wc), retriever=wc.retriever)
     threads: config["threads"]["simulate"]
     resources:
         mem_mb=16000,
@@ -68,20 +107,91 @@ rule simulate:
         gpu_model=lambda wc: gpu_resources(wc.model).get("gpu_model", ""),
     params:
         settings=simulate_settings,
+        cells=simulate_cells_arg,
         retriever_kind=lambda wc: retriever_kind(config, wc.retriever),
         retriever_params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),
-        user_model=user_model(),
+        retriever_llm=lambda wc: retriever_llm(config, wc.retriever) or wc.model,
+        out_dir=lambda wc: f"{LIC_OUT}/conversations/{wc.dataset}/{wc.model}/{wc.retriever}",
+        user_model=USER_MODEL,
         registry=REGISTRY,
         cache=CACHE,
     shell:
         "convrag simulate --questions {input.questions} --shards {input.shards}"
         " --corpus {input.corpus} --index-dir $(dirname {input.index})"
         " --retriever {params.retriever_kind} --retriever-params {params.retriever_params}"
-        " --retriever-name {wildcards.retriever} --prompts {input.prompts}"
-        " --dataset {wildcards.dataset} --model {wildcards.model} --user-model {params.user_model}"
-        " --condition {wildcards.condition} --policy {wildcards.policy} --chunk {wildcards.chunk}"
+        " --retriever-name {wildcards.retriever} --retriever-llm {params.retriever_llm}"
+        " --prompts {input.prompts} --dataset {wildcards.dataset} --model {wildcards.model}"
+        " --user-model {params.user_model} --cells {params.cells} --chunk {wildcards.chunk}"
         " --settings {params.settings} --registry {params.registry} --cache {params.cache}"
-        " --threads {threads} --out {output.conversations} --accounting {output.accounting} 2> {log}"
+        " --threads {threads} --out-dir {params.out_dir} --accounting {output.accounting} 2> {log}"
+
+
+# Closed-book retrievers: the same job with policy `none` for every condition.
+use rule simulate as simulate_closed_book with:
+    output:
+        conversations=cell_outputs(closed=True),
+        accounting=f"{LIC_OUT}/conversations/{{dataset}}/{{model}}/{{retriever}}/chunk{{chunk}}.accounting.json",
+    wildcard_constraints:
+        retriever=alternatives(CLOSED),
+
+
+rule classify_turns:
+    input:
+        conversations=lambda wc: conversation_files(wc.dataset, wc.model),
+        prompts=f"{PROMPTS}/lic_rag/classifier.yaml",
+    output:
+        categories=f"{LIC_OUT}/categories/{{dataset}}/{{model}}.jsonl",
+        accounting=f"{LIC_OUT}/categories/{{dataset}}/{{model}}.accounting.json",
+    log:
+        "logs/lic_rag/classify/{dataset}/{model}.log",
+    conda:
+        conda_env(models=[CLASSIFIER_MODEL])
+    threads: config["threads"]["simulate"]
+    resources:
+        mem_mb=16000,
+        runtime=240,
+        gpu=gpu_resources(CLASSIFIER_MODEL)["gpu"],
+        gpu_model=gpu_resources(CLASSIFIER_MODEL).get("gpu_model", ""),
+    params:
+        model=CLASSIFIER_MODEL,
+        max_tokens=LIC["classifier"]["max_tokens"],
+        registry=REGISTRY,
+        cache=CACHE,
+    shell:
+        "convrag classify --conversations {input.conversations} --prompts {input.prompts}"
+        " --model {params.model} --max-tokens {params.max_tokens} --registry {params.registry}"
+        " --cache {params.cache} --threads {threads} --out {output.categories}"
+        " --accounting {output.accounting} 2> {log}"
+
+
+rule judge_answers:
+    input:
+        conversations=lambda wc: conversation_files(wc.dataset, wc.model),
+        questions=f"{RES}/datasets/{{dataset}}/questions.jsonl",
+        prompts=f"{PROMPTS}/lic_rag/judge.yaml",
+    output:
+        judgments=f"{LIC_OUT}/judgments/{{dataset}}/{{model}}.jsonl",
+        accounting=f"{LIC_OUT}/judgments/{{dataset}}/{{model}}.accounting.json",
+    log:
+        "logs/lic_rag/judge/{dataset}/{model}.log",
+    conda:
+        conda_env(models=[JUDGE_MODEL])
+    threads: config["threads"]["simulate"]
+    resources:
+        mem_mb=16000,
+        runtime=240,
+        gpu=gpu_resources(JUDGE_MODEL)["gpu"],
+        gpu_model=gpu_resources(JUDGE_MODEL).get("gpu_model", ""),
+    params:
+        model=JUDGE_MODEL,
+        max_tokens=LIC["judge"]["max_tokens"],
+        registry=REGISTRY,
+        cache=CACHE,
+    shell:
+        "convrag judge --conversations {input.conversations} --questions {input.questions}"
+        " --prompts {input.prompts} --model {params.model} --max-tokens {params.max_tokens}"
+        " --registry {params.registry} --cache {params.cache} --threads {threads}"
+        " --out {output.judgments} --accounting {output.accounting} 2> {log}"
 
 
 rule score_lic_rag:
@@ -89,6 +199,16 @@ rule score_lic_rag:
         conversations=conversation_files(),
         questions=expand(
             f"{RES}/datasets/{{dataset}}/questions.jsonl", dataset=LIC["datasets"]
+        ),
+        categories=expand(
+            f"{LIC_OUT}/categories/{{dataset}}/{{model}}.jsonl",
+            dataset=LIC["datasets"],
+            model=LIC["models"],
+        ),
+        judgments=expand(
+            f"{LIC_OUT}/judgments/{{dataset}}/{{model}}.jsonl",
+            dataset=LIC["datasets"],
+            model=LIC["models"],
         ),
     output:
         conversations=f"{LIC_OUT}/scores/conversations.parquet",
@@ -98,73 +218,103 @@ rule score_lic_rag:
     conda:
         CONDA_ENVS["cpu"]
     params:
-        top_k=LIC["top_k"],
+        recall_k=LIC["recall_k"],
     shell:
         "convrag score --conversations {input.conversations} --questions {input.questions}"
-        " --top-k {params.top_k} --out {output.conversations} --out-turns {output.turns} 2> {log}"
+        " --categories {input.categories} --judgments {input.judgments}"
+        " --recall-k {params.recall_k} --out {output.conversations} --out-turns {output.turns} 2> {log}"
 
 
-rule table2_full_vs_sharded:
+rule lic_rag_table:
     input:
-        f"{LIC_OUT}/scores/conversations.parquet",
+        scores=f"{LIC_OUT}/scores/conversations.parquet",
+        turns=f"{LIC_OUT}/scores/turns.parquet",
     output:
         csv=report(
-            f"{LIC_OUT}/tables/table2_full_vs_sharded.csv",
-            caption="../report/table2_full_vs_sharded.rst",
+            f"{LIC_OUT}/tables/{{target}}.csv",
+            caption="../report/lic_rag/{target}.rst",
             category="lic_rag",
             subcategory="tables",
         ),
-        md=f"{LIC_OUT}/tables/table2_full_vs_sharded.md",
+        md=f"{LIC_OUT}/tables/{{target}}.md",
+    wildcard_constraints:
+        target=alternatives(TABLES),
     log:
-        "logs/lic_rag/table2.log",
+        "logs/lic_rag/tables/{target}.log",
     conda:
         CONDA_ENVS["cpu"]
     params:
         boot=jarg(LIC["bootstrap"]),
+        analysis=jarg(LIC["analysis"]),
+        closed=" ".join(CLOSED),
         out_stem=lambda wc, output: output.csv.removesuffix(".csv"),
     shell:
-        "convrag lic-rag table2 --scores {input} --bootstrap {params.boot}"
+        "convrag lic-rag {wildcards.target} --scores {input.scores} --turns {input.turns}"
+        " --bootstrap {params.boot} --analysis {params.analysis} --closed-retrievers {params.closed}"
         " --out-stem {params.out_stem} 2> {log}"
 
 
-rule figure_delivery_conditions:
-    input:
-        f"{LIC_OUT}/scores/conversations.parquet",
+use rule lic_rag_table as lic_rag_figure with:
     output:
         png=report(
-            f"{LIC_OUT}/figures/delivery_conditions.png",
-            caption="../report/delivery_conditions.rst",
+            f"{LIC_OUT}/figures/{{target}}.png",
+            caption="../report/lic_rag/{target}.rst",
             category="lic_rag",
             subcategory="figures",
         ),
-        pdf=f"{LIC_OUT}/figures/delivery_conditions.pdf",
-        data=f"{LIC_OUT}/figures/delivery_conditions.csv",
-        data_md=f"{LIC_OUT}/figures/delivery_conditions.md",
+        pdf=f"{LIC_OUT}/figures/{{target}}.pdf",
+        csv=f"{LIC_OUT}/figures/{{target}}.csv",
+        md=f"{LIC_OUT}/figures/{{target}}.md",
+    wildcard_constraints:
+        target=alternatives(FIGURES),
     log:
-        "logs/lic_rag/figure_delivery_conditions.log",
+        "logs/lic_rag/figures/{target}.log",
+
+
+rule table1_datasets:
+    input:
+        questions=expand(
+            f"{RES}/datasets/{{dataset}}/questions.jsonl", dataset=LIC["datasets"]
+        ),
+        shards=expand(f"{LIC_OUT}/shards/{{dataset}}/final.jsonl", dataset=LIC["datasets"]),
+        corpora=[f"{RES}/corpora/{corpus_of(d)}/corpus.jsonl" for d in LIC["datasets"]],
+    output:
+        csv=report(
+            f"{LIC_OUT}/tables/table1_datasets.csv",
+            caption="../report/lic_rag/table1_datasets.rst",
+            category="lic_rag",
+            subcategory="tables",
+        ),
+        md=f"{LIC_OUT}/tables/table1_datasets.md",
+    log:
+        "logs/lic_rag/tables/table1_datasets.log",
     conda:
         CONDA_ENVS["cpu"]
     params:
-        boot=jarg(LIC["bootstrap"]),
-        out_stem=lambda wc, output: output.png.removesuffix(".png"),
+        datasets=" ".join(
+            f"--dataset {d}={RES}/datasets/{d}/questions.jsonl,{LIC_OUT}/shards/{d}/final.jsonl,"
+            f"{RES}/corpora/{corpus_of(d)}/corpus.jsonl"
+            for d in LIC["datasets"]
+        ),
+        out_stem=lambda wc, output: output.csv.removesuffix(".csv"),
     shell:
-        "convrag lic-rag figure-delivery --scores {input} --bootstrap {params.boot}"
-        " --out-stem {params.out_stem} 2> {log}"
+        "convrag lic-rag-datasets {params.datasets} --out-stem {params.out_stem} 2> {log}"
 
 
 rule accounting_lic_rag:
     input:
-        conversation_files(),
+        job_accounting_files(),
     output:
-        report(
+        csv=report(
             f"{LIC_OUT}/tables/accounting.csv",
             caption="../report/accounting.rst",
             category="lic_rag",
             subcategory="tables",
         ),
+        md=f"{LIC_OUT}/tables/accounting.md",
     log:
         "logs/lic_rag/accounting.log",
     conda:
         CONDA_ENVS["cpu"]
     shell:
-        "convrag accounting --conversations {input} --out {output} 2> {log}"
+        "convrag accounting --jobs {input} --out {output.csv} 2> {log}"

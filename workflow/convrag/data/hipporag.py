@@ -142,6 +142,8 @@ def _musique(rec: dict, where: str, idx: _Index, qpath: Path, cpath: Path) -> di
         "hops": int(m.group(1)) if m else max(1, len(doc_ids)),
         "type": qid.split("__")[0] if m else "",
         "decomposition": [d["question"] for d in decomp if d.get("question")],
+        # answers of the decomposition steps before the last: a shard must not reveal them
+        "intermediate_answers": [str(d["answer"]) for d in decomp[:-1] if d.get("answer")],
     }
 
 
@@ -165,14 +167,30 @@ def _wiki(rec: dict, where: str, idx: _Index, qpath: Path, cpath: Path) -> dict:
         if not cands:
             raise _missing(qpath, cpath, qid, t)
         doc_ids.append(cands[0])
+    question = _field(rec, "question", where)
+    answers = _answers(rec, where)
     return {
         "qid": qid,
-        "question": _field(rec, "question", where),
-        "answers": _answers(rec, where),
+        "question": question,
+        "answers": answers,
         "supporting_doc_ids": doc_ids,
         "hops": len(titles),
         "type": str(rec.get("type", "")),
+        "intermediate_answers": _wiki_intermediates(rec, question, answers, titles),
     }
+
+
+def _wiki_intermediates(rec: dict, question: str, answers: list[str], titles: list[str]) -> list[str]:
+    """Bridge values a shard must not reveal: 2Wiki's evidence-triple objects (other than the
+    answer), else HotpotQA's supporting titles the question does not name (the bridge entity
+    of a bridge question; a comparison question names both of its entities)."""
+    low = question.lower()
+    gold = {a.lower() for a in answers}
+    if rec.get("evidences"):
+        cands = [str(t[2]) for t in rec["evidences"] if isinstance(t, list) and len(t) == 3]
+    else:
+        cands = [re.sub(r"\s*\(.*\)$", "", t) for t in titles]  # "Lilu (mythology)" -> "Lilu"
+    return list(dict.fromkeys(c for c in cands if c and c.lower() not in gold and c.lower() not in low))
 
 
 def load_hipporag(

@@ -421,7 +421,8 @@ def _bridge(rels: tuple[str, ...], ents: list[Entity]) -> dict | None:
               f"Start from {_np(rels[0], ents[0], _anchor(ents[0]))}."]
     decomp += [f"Then take {_np(r, e, 'that ' + e.kind)}." for r, e in zip(rels[1:-1], hop_ents[1:])]
     return {"question": question, "answers": ans.aliases, "docs": hop_ents, "type": "bridge",
-            "decomposition": decomp, "links": [[a.name, b.name] for a, b in zip(hop_ents, ents[1:])]}
+            "decomposition": decomp, "links": [[a.name, b.name] for a, b in zip(hop_ents, ents[1:])],
+            "intermediate": [e.name for e in ents[1:-1]]}
 
 
 _COMPARE = {  # category -> (kinds, question, goal of the first shard)
@@ -477,7 +478,8 @@ def _select(g: _Gen, spec: dict, ents: list[Entity]) -> list[dict]:
         out.append({"question": template.format(a=_anchor(a), b=_anchor(b)), "answers": first.aliases,
                     "docs": [a, b], "type": "comparison",
                     "decomposition": [f"I'm looking for {goal}.", f"One is {_anchor(a)}.", f"The other is {_anchor(b)}."],
-                    "links": [[a.name, str(a.year)], [b.name, str(b.year)]]})
+                    "links": [[a.name, str(a.year)], [b.name, str(b.year)]],
+                    "intermediate": [str(a.year), str(b.year)]})
     return out
 
 
@@ -503,7 +505,8 @@ def build_world(spec: dict | None, seed: int) -> World:
         questions.append(Question(qid=qid, dataset=name, question=q["question"],
                                   answers=list(dict.fromkeys(q["answers"])),
                                   supporting_doc_ids=[e.doc_id for e in q["docs"]], hops=len(q["docs"]),
-                                  type=q["type"], decomposition=q["decomposition"]))
+                                  type=q["type"], decomposition=q["decomposition"],
+                                  intermediate_answers=q["intermediate"]))
         links[qid] = q["links"]
     return World(questions, passages, ents, links)
 

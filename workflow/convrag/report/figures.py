@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from convrag.io import atomic_path
 
-__all__ = ["save_figure", "delivery_conditions_figure", "CONDITION_ORDER"]
+__all__ = ["save_figure", "delivery_conditions_figure", "grouped_bars", "stacked_bars", "lines", "scatter", "CONDITION_ORDER"]
 
 CONDITION_ORDER = ("FULL", "CONCAT", "SHARDED", "RECAP", "SNOWBALL")
 _REQUIRED = ("retriever", "condition", "mean_f1", "ci_low", "ci_high")
@@ -87,3 +87,139 @@ def delivery_conditions_figure(df: pd.DataFrame, stem: str | os.PathLike) -> tup
     # Outside the panels so high bars are never hidden behind it.
     fig.legend(*axes[0].get_legend_handles_labels(), title="condition", fontsize="small", loc="outside right upper")
     return save_figure(fig, stem)
+
+
+def _canvas(n_panels: int, width_per: float, height: float = 3.6):
+    fig = Figure(figsize=(max(4.0, width_per) * n_panels, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = np.atleast_1d(fig.subplots(1, n_panels, sharey=True, squeeze=False)[0])
+    return fig, axes
+
+
+def _need(df: pd.DataFrame, cols, name: str) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name}: missing columns {missing}; have {list(df.columns)}")
+    if df.empty:
+        raise ValueError(f"{name}: empty DataFrame (nothing to plot)")
+
+
+def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | None = None, hi: str | None = None,
+                 panel: str | None = None, ylabel: str = "", ylim=None, hue_order=()) -> tuple[Path, Path]:
+    """Bars of ``y`` per ``x`` and ``hue`` (optional CI whiskers ``lo``/``hi``), one panel per
+    value of ``panel``; missing cells stay empty, NaN values are drawn as gaps."""
+    _need(df, [c for c in (x, hue, y, lo, hi, panel) if c], "grouped_bars")
+    df = df.copy()
+    panel = panel or "_panel"
+    if panel not in df:
+        df[panel] = "all"
+    panels, xs, hues = _ordered(df[panel]), _ordered(df[x]), _ordered(df[hue], hue_order)
+    fig, axes = _canvas(len(panels), 1.0 + 1.2 * len(xs))
+    width = 0.8 / len(hues)
+    pos = np.arange(len(xs))
+    for ax, pv in zip(axes, panels):
+        sub = df[df[panel] == pv].groupby([x, hue]).first()
+        for j, h in enumerate(hues):
+            cells = sub.reindex([(v, h) for v in xs])
+            mean = cells[y].to_numpy(dtype=float)
+            err = None
+            if lo and hi:
+                err = np.vstack([mean - cells[lo].to_numpy(dtype=float), cells[hi].to_numpy(dtype=float) - mean])
+                err = np.nan_to_num(np.clip(err, 0, None))
+            ax.bar(pos + (j - (len(hues) - 1) / 2) * width, np.nan_to_num(mean), width, yerr=err, capsize=2,
+                   color=f"C{j}", label=str(h))
+        ax.set_title(str(pv))
+        ax.set_xticks(pos, [str(v) for v in xs], rotation=30 if len(xs) > 4 else 0)
+        ax.set_xlabel(x)
+        if ylim:
+            ax.set_ylim(*ylim)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel(ylabel or y)
+    fig.legend(*axes[0].get_legend_handles_labels(), title=hue, fontsize="small", loc="outside right upper")
+    return save_figure(fig, stem)
+
+
+def stacked_bars(df: pd.DataFrame, stem, *, x: str, parts: list[str], panel: str | None = None,
+                 ylabel: str = "share") -> tuple[Path, Path]:
+    """One stacked bar per ``x`` value (parts stacked bottom-up), one panel per ``panel``."""
+    _need(df, [x, *parts] + ([panel] if panel else []), "stacked_bars")
+    df = df.copy()
+    panel = panel or "_panel"
+    if panel not in df:
+        df[panel] = "all"
+    panels = _ordered(df[panel])
+    fig, axes = _canvas(len(panels), 1.0 + 0.8 * df[x].nunique())
+    for ax, pv in zip(axes, panels):
+        sub = df[df[panel] == pv]
+        labels = [str(v) for v in sub[x]]
+        pos = np.arange(len(sub))
+        bottom = np.zeros(len(sub))
+        for j, part in enumerate(parts):
+            vals = np.nan_to_num(sub[part].to_numpy(dtype=float))
+            ax.bar(pos, vals, 0.7, bottom=bottom, color=f"C{j}", label=part)
+            bottom += vals
+        ax.set_title(str(pv))
+        ax.set_xticks(pos, labels, rotation=45, ha="right")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel(ylabel)
+    fig.legend(*axes[0].get_legend_handles_labels(), fontsize="small", loc="outside right upper")
+    return save_figure(fig, stem)
+
+
+def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: str | None = None,
+          ylabel: str = "", ylim=None, style_col: str | None = None) -> tuple[Path, Path]:
+    """One line of ``y`` over ``x`` per ``group`` combination, one panel per ``panel``."""
+    _need(df, [x, y, *group] + ([panel] if panel else []), "lines")
+    df = df.copy()
+    panel = panel or "_panel"
+    if panel not in df:
+        df[panel] = "all"
+    panels = _ordered(df[panel])
+    fig, axes = _canvas(len(panels), 4.5)
+    for ax, pv in zip(axes, panels):
+        sub = df[df[panel] == pv]
+        for j, (key, g) in enumerate(sub.groupby(group, sort=True)):
+            key = key if isinstance(key, tuple) else (key,)
+            g = g.sort_values(x)
+            ax.plot(g[x], g[y], marker="o", ms=3, color=f"C{j % 10}", label=" / ".join(map(str, key)))
+        ax.set_title(str(pv))
+        ax.set_xlabel(x)
+        if ylim:
+            ax.set_ylim(*ylim)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(ylabel or y)
+    fig.legend(*axes[0].get_legend_handles_labels(), fontsize="x-small", loc="outside right upper")
+    return save_figure(fig, stem)
+
+
+def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None, xlabel: str = "",
+            ylabel: str = "", diagonal: bool = False) -> tuple[Path, Path]:
+    """Points (``x``, ``y``), coloured by ``label``; ``diagonal`` draws y = x."""
+    _need(df, [x, y] + ([label] if label else []), "scatter")
+    fig, axes = _canvas(1, 4.5, 4.0)
+    ax = axes[0]
+    groups = df.groupby(label, sort=True) if label else [("all", df)]
+    for j, (key, g) in enumerate(groups):
+        ax.scatter(g[x], g[y], s=18, color=f"C{j % 10}", label=str(key))
+    if diagonal:
+        vals = pd.concat([df[x], df[y]]).dropna()
+        if len(vals):
+            lo, hi = float(vals.min()), float(vals.max())
+            ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
+    ax.axhline(0, color="black", lw=0.5)
+    ax.axvline(0, color="black", lw=0.5)
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel or y)
+    ax.grid(alpha=0.3)
+    if label:
+        fig.legend(*ax.get_legend_handles_labels(), fontsize="x-small", loc="outside right upper")
+    return save_figure(fig, stem)
+
+
+def empty_figure(message: str) -> Figure:
+    """A figure that says why there is nothing to plot (the target still exists)."""
+    fig = Figure(figsize=(5, 1.5))
+    FigureCanvasAgg(fig)
+    fig.text(0.5, 0.5, message, ha="center", va="center", fontsize=9)
+    return fig

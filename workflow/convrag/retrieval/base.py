@@ -22,6 +22,7 @@ from convrag.io import read_json, write_json
 from convrag.records import Passage, read_records
 
 MANIFEST = "manifest.json"
+MARKER = ".convrag-artifact"
 MANIFEST_VERSION = 1
 
 Hits = list[tuple[str, float]]
@@ -128,9 +129,13 @@ def staging_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
     """
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / MANIFEST).exists():
+    ours = (out_dir / MANIFEST).exists() or (out_dir / MARKER).exists()
+    if out_dir.exists() and any(out_dir.iterdir()) and not ours:
         raise DataError(f"{out_dir}: exists and is not an index folder (no {MANIFEST}); not overwriting it")
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    # The marker survives Snakemake deleting the manifest (the rule's output) before a
+    # rebuild, so the old index folder is still recognised as ours and replaced.
+    (tmp / MARKER).write_text("built by convrag\n")
     try:
         yield tmp
         if out_dir.exists():

@@ -88,11 +88,59 @@ def leaks_answer(text: str, question: Question) -> list[str]:
     return [a for a in question.answers if mentions(text, a) and not mentions(question.question, a)]
 
 
+_STOP = {
+    "i", "me", "my", "we", "you", "it", "its", "a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by",
+    "with", "and", "or", "is", "was", "are", "were", "be", "been", "that", "this", "which", "who", "what", "one",
+    "someone", "something", "thing", "person", "also", "then", "take", "start", "looking", "want", "need", "know",
+    "mean", "am", "im", "i'm", "about", "there", "their", "they", "he", "she", "his", "her", "do", "does", "did",
+}
+_QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in normalize_answer(text).split() if w not in _STOP and len(w) > 1}
+
+
+def _entity_groups(question: str) -> list[list[str]]:
+    """The question's entities, grouped: the words of one quoted title are one group."""
+    groups, seen = [], set()
+    for m in _QUOTED.finditer(question):
+        g = entities(m.group(1) or m.group(2))
+        if g:
+            groups.append(g)
+            seen.update(e.lower() for e in g)
+    groups += [[e] for e in entities(question) if e.lower() not in seen]
+    return groups
+
+
 def check_shards(question: Question, shards: list[str]) -> dict:
+    """The automatic checks of one shard set (all must hold for it to pass):
+
+    - entities_kept: every named entity and number of the question appears in some shard;
+    - no_added_entities: no shard names anything the question does not (no added facts);
+    - answer_not_leaked / no_intermediate_answers: neither the answer nor a bridge value
+      (``Question.intermediate_answers``) appears unless the question itself names it;
+    - goal_first: shard 1 states the goal and names no entity (clues follow in dependency
+      order, later ones may refer back to earlier ones);
+    - one_clue_per_followup: every later shard adds new content words and at most one new
+      entity group of the question (a quoted title counts as one);
+    - min_two_shards.
+    """
     joined = " \n ".join(shards)
     missing = [e for e in entities(question.question) if not mentions(joined, e)]
     added = [e for s in shards for e in entities(s) if not mentions(question.question, e)]
     leaked = leaks_answer(joined, question)
+    exposed = [a for a in question.intermediate_answers
+               if mentions(joined, a) and not mentions(question.question, a)]
+    groups = _entity_groups(question.question)
+    bad_followups, seen_words, seen_groups = [], _content_words(shards[0]) if shards else set(), set()
+    for i, sh in enumerate(shards[1:], start=2):
+        words = _content_words(sh)
+        new_groups = {j for j, g in enumerate(groups) if j not in seen_groups and any(mentions(sh, e) for e in g)}
+        if not (words - seen_words) or len(new_groups) > 1:
+            bad_followups.append(i)
+        seen_words |= words
+        seen_groups |= new_groups
     checks = {
         "entities_kept": not missing,
         "missing_entities": missing,
@@ -100,11 +148,20 @@ def check_shards(question: Question, shards: list[str]) -> dict:
         "added_entities": sorted(set(added)),
         "answer_not_leaked": not leaked,
         "leaked_answers": leaked,
+        "no_intermediate_answers": not exposed,
+        "exposed_intermediate_answers": exposed,
+        "goal_first": bool(shards) and not entities(shards[0]),
+        "one_clue_per_followup": not bad_followups,
+        "bad_followups": bad_followups,
         "min_two_shards": len(shards) >= 2,
         "n_shards": len(shards),
     }
-    checks["passed"] = all(checks[k] for k in ("entities_kept", "no_added_entities", "answer_not_leaked", "min_two_shards"))
+    checks["passed"] = all(checks[k] for k in CHECKS)
     return checks
+
+
+CHECKS = ("entities_kept", "no_added_entities", "answer_not_leaked", "no_intermediate_answers", "goal_first",
+          "one_clue_per_followup", "min_two_shards")
 
 
 def parse_shards(text: str) -> list[str]:
@@ -124,8 +181,13 @@ class ShardPrompts:
     user: str
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ShardPrompts":
-        return cls(system=d["system"], examples=d.get("examples", []), user=d["user"])
+    def from_dict(cls, d: dict, source: str | None = None) -> "ShardPrompts":
+        """``examples`` is a list, or a mapping source -> list (one prompt pair set per source
+        dataset: hotpotqa, 2wikimultihopqa, musique, miniworld); ``default`` covers the rest."""
+        ex = d.get("examples", [])
+        if isinstance(ex, dict):
+            ex = ex.get(source) or ex.get("default") or []
+        return cls(system=d["system"], examples=ex, user=d["user"])
 
     def messages(self, question: str) -> list[dict]:
         msgs = [{"role": "system", "content": self.system}]
@@ -177,7 +239,8 @@ def _shardset(q: Question, shards: list[str], checks: dict, method: str, attempt
     checks = dict(checks)
     checks["passing_attempt"] = attempt
     checks["attempts"] = [
-        {k: a[k] for k in ("attempt", "raw", "passed", "missing_entities", "added_entities", "leaked_answers", "n_shards")}
+        {k: a[k] for k in ("attempt", "raw", "passed", "missing_entities", "added_entities", "leaked_answers",
+                           "exposed_intermediate_answers", "goal_first", "bad_followups", "n_shards")}
         for a in attempts_log
     ]
     return ShardSet(
@@ -199,6 +262,12 @@ def _reasons(c: dict) -> list[str]:
         why.append("added entities: " + ", ".join(c["added_entities"]))
     if c.get("leaked_answers"):
         why.append("answer leaked: " + ", ".join(c["leaked_answers"]))
+    if c.get("exposed_intermediate_answers"):
+        why.append("intermediate answer exposed: " + ", ".join(c["exposed_intermediate_answers"]))
+    if c.get("goal_first") is False:
+        why.append("shard 1 names an entity (goal first)")
+    if c.get("bad_followups"):
+        why.append("not one clue: shard(s) " + ", ".join(map(str, c["bad_followups"])))
     if c.get("n_shards", 2) < 2:
         why.append(f"{c.get('n_shards', 0)} shard(s)")
     return why

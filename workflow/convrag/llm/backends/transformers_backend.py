@@ -25,6 +25,21 @@ from convrag.llm.types import Request, Response
 log = logging.getLogger(__name__)
 
 
+TOP_CANDIDATES = 512  # candidate tokens per row for top-p (a full sort only when they do not suffice)
+MIN_SHARED_PREFIX = 16  # shortest common prompt prefix worth computing once per batch
+
+
+def shared_prefix_len(seqs: list[list[int]]) -> int:
+    """Length of the longest common token prefix, leaving every row at least one own token."""
+    if len(seqs) < 2:
+        return 0
+    first, n = seqs[0], min(len(s) for s in seqs) - 1
+    i = 0
+    while i < n and all(s[i] == first[i] for s in seqs):
+        i += 1
+    return i if i >= MIN_SHARED_PREFIX else 0
+
+
 def row_seed(seed: int, sample_index: int, step: int) -> int:
     """A 63-bit generator seed from (seed, sample_index, step); stable across processes."""
     digest = hashlib.sha256(f"{seed}:{sample_index}:{step}".encode()).digest()
@@ -37,32 +52,54 @@ def _make_processors():
     from transformers import LogitsProcessor, StoppingCriteria
 
     class GumbelSampler(LogitsProcessor):
-        """Per-row temperature + top-p, then per-row seeded Gumbel noise (greedy decoding follows)."""
+        """Per-row temperature + top-p, then per-row seeded Gumbel noise (greedy decoding follows).
+
+        Vectorised over rows: one softmax and one ``topk`` of ``TOP_CANDIDATES`` tokens for
+        all sampled rows (the nucleus of a top-p < 1 row nearly always lies inside it; a row
+        whose candidates hold less than top_p of the mass is re-done with a full sort, so the
+        kept set is exactly the full-sort one). Only the noise draw is per row (own seed).
+        """
 
         def __init__(self, rows: list[Request], prompt_len: int):
             self.rows = rows
             self.prompt_len = prompt_len
+            self.sampled = [i for i, r in enumerate(rows) if r.sampling.temperature > 0.0]
+            if self.sampled:
+                self.temps = torch.tensor([rows[i].sampling.temperature for i in self.sampled]).unsqueeze(1)
+                self.top_p = torch.tensor([rows[i].sampling.top_p for i in self.sampled]).unsqueeze(1)
 
         def __call__(self, input_ids, scores):
+            if not self.sampled:
+                return scores  # all greedy
             step = input_ids.shape[1] - self.prompt_len
             out = scores.float().clone()
-            for i, r in enumerate(self.rows):
-                t, top_p = r.sampling.temperature, r.sampling.top_p
-                if t == 0.0:
-                    continue  # greedy
-                logits = out[i] / t
-                if top_p < 1.0:
-                    probs = torch.softmax(logits, dim=-1)
-                    sorted_p, order = torch.sort(probs, descending=True)
-                    # drop a token when the mass before it already reaches top_p (keeps >= 1)
-                    drop_sorted = (torch.cumsum(sorted_p, dim=-1) - sorted_p) >= top_p
-                    drop = torch.zeros_like(drop_sorted).scatter(0, order, drop_sorted)
-                    logits = logits.masked_fill(drop, float("-inf"))
+            idx = torch.tensor(self.sampled, device=out.device)
+            logits = out[idx] / self.temps.to(out.device)
+            nucleus = (self.top_p < 1.0).squeeze(1).tolist()
+            if any(nucleus):
+                probs = torch.softmax(logits, dim=-1)
+                k = min(TOP_CANDIDATES, probs.shape[-1])
+                top_vals, top_idx = torch.topk(probs, k, dim=-1)  # sorted, descending
+                drop = torch.ones_like(probs, dtype=torch.bool)
+                for j, row_nucleus in enumerate(nucleus):
+                    if not row_nucleus:
+                        drop[j] = False
+                        continue
+                    vals, order = top_vals[j], top_idx[j]
+                    if float(vals.sum()) < float(self.top_p[j]):  # nucleus wider than the candidates
+                        vals, order = torch.sort(probs[j], descending=True)
+                    # keep a token while the mass before it is below top_p (keeps >= 1)
+                    keep_sorted = (torch.cumsum(vals, dim=-1) - vals) < self.top_p[j]
+                    drop[j, order[keep_sorted]] = False
+                logits = logits.masked_fill(drop, float("-inf"))
+            noise = torch.empty_like(logits)
+            for j, i in enumerate(self.sampled):
+                r = self.rows[i]
                 gen = torch.Generator(device="cpu").manual_seed(row_seed(r.seed, r.sample_index, step))
                 u = torch.rand(logits.shape[-1], generator=gen, dtype=torch.float64)
                 u = u.clamp(1e-300, 1.0 - 1e-16)
-                gumbel = -torch.log(-torch.log(u))
-                out[i] = logits + gumbel.to(device=logits.device, dtype=logits.dtype)
+                noise[j] = (-torch.log(-torch.log(u))).to(dtype=logits.dtype)
+            out[idx] = logits + noise.to(device=logits.device)
             return out
 
     class RowStopper(StoppingCriteria):
@@ -133,6 +170,7 @@ class TransformersBackend:
         self.eos_ids = {int(e) for e in eos if e is not None}
         self.max_len = spec.max_model_len or getattr(self.model.config, "max_position_embeddings", None) or 4096
         self.GumbelSampler, self.RowStopper = _make_processors()
+        self.share_prefix = os.environ.get("CONVRAG_SHARE_PREFIX", "1") != "0"
 
     @staticmethod
     def _chat_template(value: str | None) -> str | None:
@@ -180,7 +218,16 @@ class TransformersBackend:
         from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
         prompts = [self.prompt_ids(r, reserve=r.sampling.max_tokens) for r in rows]
-        ids, mask = self._left_pad(prompts)
+        shared = shared_prefix_len(prompts) if self.share_prefix else 0
+        ids, mask = self._left_pad([p[shared:] for p in prompts])
+        extra = {}
+        if shared:
+            # The common prefix (system prompt, worked examples) is computed once and its KV
+            # cache copied to every row: [prefix][pads][own tokens], positions from the mask.
+            prefix = torch.tensor([prompts[0][:shared]], dtype=torch.long, device=self.device)
+            ids = torch.cat([prefix.expand(len(rows), -1), ids], dim=1)
+            mask = torch.cat([torch.ones_like(prefix).expand(len(rows), -1), mask], dim=1)
+            extra["cache"] = self._prefix_cache(prefix, len(rows))
         plen = ids.shape[1]
         sampler = self.GumbelSampler(rows, plen)
         stopper = self.RowStopper(rows, plen, self.eos_ids, self.tok)
@@ -191,7 +238,7 @@ class TransformersBackend:
         with torch.inference_mode():
             seqs = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg,
                                        logits_processor=LogitsProcessorList([sampler]),
-                                       stopping_criteria=StoppingCriteriaList([stopper]))
+                                       stopping_criteria=StoppingCriteriaList([stopper]), **extra)
         results = []
         for i, r in enumerate(rows):
             gen = seqs[i, plen:].tolist()
@@ -206,6 +253,16 @@ class TransformersBackend:
                                     finish_reason="length" if reason == "length" else "stop",
                                     label_logprobs=None, cached=False))
         return results
+
+    def _prefix_cache(self, prefix, batch: int):
+        """KV cache of ``prefix`` (1 x p), repeated for ``batch`` rows."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        with self.torch.inference_mode():
+            self.model(input_ids=prefix, cache=cache, use_cache=True, logits_to_keep=1)
+        cache.batch_repeat_interleave(batch)
+        return cache
 
     # -- label scoring -------------------------------------------------------------------
     def _score_labels(self, rows: list[Request]) -> list[Response]:
