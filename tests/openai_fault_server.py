@@ -208,8 +208,12 @@ MINI_PROMPTS = {
     "question_header": "Message:",
     "concat_intro": "Here is everything about my question:",
     "nudge": "Please give your final answer.",
-    "user_system": "Rewrite the clue as a short message.",
-    "user": "{history}\nClue: {shard}\nMessage:",
+    "user_system": "Pick a clue and rewrite it as a short message: '<number>: <message>'.",
+    "user": "{history}\nClues:\n{remaining}\nMessage:",
+    "recap_intro": "All I said:",
+    "recap_outro": "Please answer.",
+    "snowball_intro": "So far:",
+    "snowball_new": "Also:",
 }
 MINI_SETTINGS = {"runs": 2, "chunk_size": 50, "top_k": 1, "seed": 0, "max_extra_turns": 0,
                  "assistant": {"temperature": 0.7, "top_p": 0.95, "max_tokens": 12, "stop": ["\n\n"]},
@@ -258,15 +262,16 @@ def convrag_cmd() -> list[str]:
 def simulate_argv(inputs: dict[str, Path], *, model: str, registry: Path, cache: Path, out_dir: Path,
                   condition: str = "FULL", policy: str = "none", settings: dict | None = None,
                   threads: int = 1) -> list[str]:
-    """The simulate rule's command line for chunk 0 of the mini job."""
+    """The simulate rule's command line for chunk 0 of the mini job (one cell): conversations
+    go to ``out_dir/<condition>_<policy>/chunk0.jsonl``, accounting to ``out_dir/chunk0.accounting.json``."""
     return convrag_cmd() + [
         "simulate", "--questions", str(inputs["questions"]), "--shards", str(inputs["shards"]),
         "--corpus", str(inputs["corpus"]), "--index-dir", str(inputs["index"]), "--retriever", "bm25",
         "--retriever-name", "bm25", "--retriever-params", json.dumps(BM25_PARAMS),
         "--prompts", str(inputs["prompts"]), "--dataset", "mw", "--model", model, "--user-model", model,
-        "--condition", condition, "--policy", policy, "--chunk", "0",
+        "--cells", f"{condition}:{policy}", "--chunk", "0",
         "--settings", json.dumps(settings or MINI_SETTINGS), "--registry", str(registry), "--cache", str(cache),
-        "--threads", str(threads), "--out", str(out_dir / "chunk0.jsonl"),
+        "--threads", str(threads), "--out-dir", str(out_dir),
         "--accounting", str(out_dir / "chunk0.accounting.json"),
     ]
 

@@ -3,7 +3,7 @@ import copy
 import pytest
 import yaml
 
-from convrag.config import REPO_ROOT, cells, load_config, simulate_jobs, validate_config
+from convrag.config import REPO_ROOT, cells, load_config, simulate_cells, simulate_jobs, validate_config
 from convrag.errors import ConfigError
 
 DEFAULT = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
@@ -65,12 +65,36 @@ def test_config_file_with_a_typo_names_file_and_key(tmp_path):
 
 def test_grid_cells_and_jobs():
     cfg = validate_config(_cfg(), registry=REGISTRY)
-    assert cells(cfg) == [("FULL", "none"), ("CONCAT", "none"), ("SHARDED", "history"), ("SHARDED", "current")]
+    assert cells(cfg) == [("FULL", "none"), ("CONCAT", "none"), ("SHARDED", "history"), ("SHARDED", "current"),
+                          ("RECAP", "history"), ("RECAP", "current"), ("SNOWBALL", "history"), ("SNOWBALL", "current")]
+    assert cells(cfg, closed=True) == [("FULL", "none"), ("CONCAT", "none"), ("SHARDED", "none"),
+                                       ("RECAP", "none"), ("SNOWBALL", "none")]
     jobs = simulate_jobs(cfg)
-    # closed_book: 3 conditions with policy none; bm25 and dense: 4 cells each
-    assert len(jobs) == 3 + 4 + 4
-    assert {(j["condition"], j["policy"]) for j in jobs if j["retriever"] == "closed_book"} == {
-        ("FULL", "none"), ("CONCAT", "none"), ("SHARDED", "none")}
+    # one job per retriever (one chunk of 4 questions): all of its cells in lockstep
+    assert len(jobs) == len(cfg["lic_rag"]["retrievers"]) == 9
+    by = {j["retriever"]: j for j in jobs}
+    assert len(by["closed_book"]["cells"]) == 5 and len(by["bm25"]["cells"]) == 8
+    assert len(simulate_cells(cfg)) == 5 + 8 * 8
+
+
+def test_recall_k_below_top_k_and_unknown_role_models():
+    cfg = _cfg()
+    cfg["lic_rag"]["recall_k"] = 2
+    with pytest.raises(ConfigError, match=r"'lic_rag\.recall_k'.*below top_k"):
+        validate_config(cfg, registry=REGISTRY)
+    for key in ("classifier", "judge"):
+        cfg = _cfg()
+        cfg["lic_rag"][key] = {"model": "gpt-9"}
+        with pytest.raises(ConfigError, match=rf"'lic_rag\.{key}\.model'.*unknown name 'gpt-9'"):
+            validate_config(cfg, registry=REGISTRY)
+    cfg = _cfg()
+    cfg["retrievers"]["hipporag"]["params"] = {"llm": "gpt-9"}
+    with pytest.raises(ConfigError, match=r"'retrievers\.hipporag\.params\.llm'"):
+        validate_config(cfg, registry=REGISTRY)
+    cfg = _cfg()
+    cfg["lic_rag"]["sharding"]["reviews"] = {"nope": "r.yaml"}
+    with pytest.raises(ConfigError, match=r"'lic_rag\.sharding\.reviews\.nope'"):
+        validate_config(cfg, registry=REGISTRY)
 
 
 def test_study_config_validates_against_the_real_registry():
@@ -78,5 +102,7 @@ def test_study_config_validates_against_the_real_registry():
     assert len(cfg["lic_rag"]["models"]) == 10
     assert {d["n_questions"] for d in cfg["datasets"].values()} == {150}
     jobs = simulate_jobs(cfg)
-    # 5 datasets x 10 models x (3 closed-book + 2 x 4 retrieval cells) x 3 chunks of 50
-    assert len(jobs) == 5 * 10 * 11 * 3
+    # 5 datasets x 10 models x 9 retrieval settings x 3 chunks of 50 questions
+    assert len(jobs) == 5 * 10 * 9 * 3
+    # cells: closed book 5 conditions; the 8 others FULL, CONCAT + 3 multi-turn x 2 policies
+    assert len(simulate_cells(cfg)) == 5 * 10 * 3 * (5 + 8 * 8)

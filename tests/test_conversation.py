@@ -1,47 +1,70 @@
 """The conversation runner with a scripted engine double (the real tiny model runs in
-tests/test_workflow.py): lockstep batching, stopping rule, unanswered turns counted."""
+tests/test_workflow.py and test_conversation_tinymodel.py): lockstep batching over all cells,
+the user simulator's shard selection and its guard, RECAP and SNOWBALL, the stopping rule,
+unanswered turns counted."""
 
+import re
+
+import pytest
 import yaml
 
 from convrag.config import REPO_ROOT
+from convrag.errors import ConfigError
+from convrag.llm.engine import Engine
+from convrag.llm.registry import ModelSpec
 from convrag.llm.types import Response
 from convrag.records import Passage, Question
-from convrag.simulate.conversation import ConversationRunner, Settings
+from convrag.simulate.conversation import ConversationRunner, Settings, guard_rephrase, parse_selection
 
 PROMPTS = yaml.safe_load((REPO_ROOT / "resources" / "prompts" / "lic_rag" / "assistant.yaml").read_text())
 Q1 = Question(qid="a", dataset="d", question="In which city was the founder of Wenlo Press born?", answers=["Ranholm"],
               supporting_doc_ids=["d/1", "d/2"], hops=2)
 Q2 = Question(qid="b", dataset="d", question="Who founded Kerrow Films?", answers=["Tala Vess"],
               supporting_doc_ids=["d/3", "d/4"], hops=2)
+Q3 = Question(qid="c", dataset="d", question="Which city hosts the company that released the album Blue Rain?",
+              answers=["Dalmen"], supporting_doc_ids=["d/1"], hops=2)
 SHARDS = {"a": ["I want a city where someone was born.", "The person founded Wenlo Press."],
-          "b": ["I want the founder of a company.", "The company is Kerrow Films."]}
-PASSAGES = {f"d/{i}": Passage(doc_id=f"d/{i}", title=f"T{i}", text=f"text {i}") for i in range(1, 5)}
+          "b": ["I want the founder of a company.", "The company is Kerrow Films."],
+          "c": ["I want the city of a company.", "The company released an album.", "The album is Blue Rain."]}
+PASSAGES = {f"d/{i}": Passage(doc_id=f"d/{i}", title=f"T{i}", text=f"text {i}") for i in range(1, 6)}
 
 
-class Engine:
-    """Answers by rule: the assistant answers 'Ranholm' once it has seen 'Wenlo Press',
-    never gives an Answer line for question b; the user simulator echoes the clue."""
+def remaining_clues(req) -> list[tuple[int, str]]:
+    body = req.messages[-1]["content"].split("Clues not given yet:\n")[1].split("\nYour reply:")[0]
+    return [(int(n), t) for n, t in (line.split(": ", 1) for line in body.splitlines() if line.strip())]
+
+
+class ScriptedEngine:
+    """The assistant answers 'Ranholm' once it has seen 'Wenlo Press', never gives an Answer
+    line for question b, and answers 'Dalmen' for c only after a recap; the user simulator
+    picks the LAST remaining clue for c (out of order) and echoes the first for the others."""
 
     def __init__(self):
-        self.batches = []
+        self.batches, self.kinds = [], []
 
     def generate(self, reqs, desc=None):
         self.batches.append(len(reqs))
+        kinds = {"user" if r.messages[0]["content"] == PROMPTS["user_system"] else "assistant" for r in reqs}
+        assert len(kinds) == 1, "a batch mixes user-simulator and assistant requests"
+        self.kinds.append(kinds.pop())
         out = []
         for r in reqs:
-            sys_prompt = r.messages[0]["content"]
-            if sys_prompt == PROMPTS["user_system"]:
-                text = r.messages[-1]["content"].split("Clue to send next: ")[1].split("\n")[0]
+            if r.messages[0]["content"] == PROMPTS["user_system"]:
+                clues = remaining_clues(r)
+                n, t = clues[-1] if "album" in " ".join(c for _, c in clues) else clues[0]
+                text = f"{n}: {t}"
             else:
-                seen = " ".join(m["content"] for m in r.messages)
+                seen = " ".join(m["content"] for m in r.messages[len(PROMPTS["examples"]) * 2 + 1:])
+                last = r.messages[-1]["content"]
                 if "Kerrow" in seen:
                     text = "I am not sure."
                 elif "Wenlo Press" in seen:
                     text = "It was Ranholm.\nAnswer: Ranholm"
+                elif "Blue Rain" in seen and PROMPTS["recap_intro"] in last:
+                    text = "Answer: Dalmen"
                 else:
                     text = "Could you tell me more?\nAnswer: Paris"
-            out.append(Response(text=text, prompt_tokens=1, completion_tokens=1, finish_reason="stop",
-                                label_logprobs=None, cached=False))
+            out.append(Response(text=text, prompt_tokens=10, completion_tokens=2, finish_reason="stop"))
         return out
 
 
@@ -51,28 +74,34 @@ class Retriever:
 
     def search(self, queries, k):
         self.calls.append(list(queries))
-        return [[("d/1", 2.0), ("d/3", 1.0)][:k] for _ in queries]
+        return [[("d/1", 3.0), ("d/3", 2.0), ("d/5", 1.0)][:k] for _ in queries]
 
 
-def _run(condition, policy, runs=2, retriever=None, name="bm25"):
-    eng = Engine()
-    ret = retriever or Retriever()
-    runner = ConversationRunner(condition=condition, policy=policy, retriever=ret, retriever_name=name,
-                                model_name="m", user_model_name="m", dataset="d", passages=PASSAGES,
-                                assistant_engine=eng, user_engine=eng, prompts=PROMPTS,
-                                settings=Settings(runs=runs, top_k=2, max_extra_turns=1))
-    return runner.run([Q1, Q2], SHARDS), eng, ret
+def _runner(cells, engine, retriever=None, name="bm25", runs=2, top_k=2, recall_k=3, max_extra_turns=1):
+    return ConversationRunner(cells=cells, retriever=retriever or Retriever(), retriever_name=name,
+                              model_name="m", user_model_name="m", dataset="d", passages=PASSAGES,
+                              assistant_engine=engine, user_engine=engine, prompts=PROMPTS,
+                              settings=Settings(runs=runs, top_k=top_k, recall_k=recall_k,
+                                                max_extra_turns=max_extra_turns))
+
+
+def _run(cells, questions=(Q1, Q2), **kw):
+    eng, ret = ScriptedEngine(), kw.pop("retriever", None) or Retriever()
+    out = _runner(cells, eng, retriever=ret, **kw).run(list(questions), SHARDS)
+    return out, eng, ret
 
 
 def test_sharded_lockstep_batches_and_stopping_rule():
-    convs, eng, ret = _run("SHARDED", "history")
+    out, eng, ret = _run([("SHARDED", "history")])
+    convs = out[("SHARDED", "history")]
     assert len(convs) == 4
-    # turn 1: 4 assistant calls in one batch; turn 2: 4 user-sim calls then 4 assistant calls;
+    # turn 1: 4 assistant calls in one batch; turn 2: 4 user-sim calls, then 4 assistant calls;
     # turn 3: only question b (no answer yet, all shards revealed) gets a nudge: 2 assistant calls
     assert eng.batches == [4, 4, 4, 2]
     a = [c for c in convs if c.qid == "a"][0]
     assert a.final_answer == "Ranholm" and a.answered and len(a.turns) == 4
     assert [t["shard_id"] for t in a.turns if t["role"] == "user"] == [1, 2]
+    assert a.turns[2]["selection"] == "llm" and a.turns[2]["rephrased"] is True
     b = [c for c in convs if c.qid == "b"][0]
     # b's first reply answers "Paris"; later replies have no Answer line: counted, not dropped
     assert b.final_answer == "Paris" and b.n_unanswered_turns == 2
@@ -82,32 +111,154 @@ def test_sharded_lockstep_batches_and_stopping_rule():
 
 
 def test_current_policy_queries_only_this_turn():
-    convs, eng, ret = _run("SHARDED", "current")
+    _, _, ret = _run([("SHARDED", "current")])
     assert ret.calls[1][0] == SHARDS["a"][1]
 
 
+def test_all_cells_advance_in_one_batch_per_turn():
+    cells = [("FULL", "none"), ("CONCAT", "none"), ("SHARDED", "history"), ("SHARDED", "current"),
+             ("RECAP", "history"), ("SNOWBALL", "current")]
+    out, eng, ret = _run(cells, runs=1)
+    assert list(out) == cells and all(len(v) == 2 for v in out.values())
+    # one retrieval call per turn for every active conversation of every cell
+    assert len(ret.calls[0]) == 2 * 5  # turn 1: FULL, CONCAT, SHARDED x2, SNOWBALL (RECAP waits for SHARDED)
+    # per turn: at most one user-simulator batch, then exactly one assistant batch
+    assert eng.kinds.count("assistant") == len(ret.calls)
+    assert all(k == "assistant" for k, nxt in zip(eng.kinds, eng.kinds[1:]) if k == nxt)
+
+
+def test_recap_continues_sharded_with_one_recap_turn():
+    out, _, _ = _run([("SHARDED", "history"), ("RECAP", "history")], questions=(Q1, Q3), runs=1)
+    for sh, rc in zip(out[("SHARDED", "history")], out[("RECAP", "history")]):
+        assert rc.turns[:len(sh.turns)] == sh.turns  # the SHARDED conversation, untouched
+        assert len(rc.turns) == len(sh.turns) + 2
+        recap = rc.turns[-2]
+        assert recap["recap"] is True and recap["text"].startswith(PROMPTS["recap_intro"])
+        assert all(s in recap["text"] for s in SHARDS[rc.qid])  # every revealed shard, verbatim
+    c_sh, c_rc = out[("SHARDED", "history")][1], out[("RECAP", "history")][1]
+    # the recap answer is the RECAP conversation's final answer
+    assert c_sh.final_answer == "Paris" and c_rc.final_answer == "Dalmen"
+
+
+def test_recap_without_sharded_cell_still_simulates_its_source():
+    out, _, _ = _run([("RECAP", "current")], questions=(Q1,), runs=1)
+    assert list(out) == [("RECAP", "current")]
+    assert out[("RECAP", "current")][0].turns[-2]["recap"] is True
+
+
+def test_snowball_restates_earlier_shards():
+    out, _, _ = _run([("SNOWBALL", "history")], questions=(Q3,), runs=1)
+    users = [t for t in out[("SNOWBALL", "history")][0].turns if t["role"] == "user" and t.get("shard_id")]
+    assert users[0]["text"] == SHARDS["c"][0]
+    assert users[1]["text"].startswith(PROMPTS["snowball_intro"]) and SHARDS["c"][0] in users[1]["text"]
+    assert users[2]["text"].count("- ") == 2  # both earlier shards restated before the new one
+
+
+def test_simulator_selects_shards_out_of_order_and_it_is_recorded():
+    out, _, _ = _run([("SHARDED", "history")], questions=(Q3,), runs=1, max_extra_turns=1)
+    c = out[("SHARDED", "history")][0]
+    assert [t["shard_id"] for t in c.turns if t["role"] == "user" and t.get("shard_id")] == [1, 3, 2]
+
+
+def test_unusable_selection_falls_back_to_dependency_order():
+    class Bad(ScriptedEngine):
+        def generate(self, reqs, desc=None):
+            out = super().generate(reqs, desc)
+            return [Response(text="1: I want a city where someone was born.", prompt_tokens=1, completion_tokens=1,
+                             finish_reason="stop")
+                    if r.messages[0]["content"] == PROMPTS["user_system"] else o for r, o in zip(reqs, out)]
+
+    eng = Bad()
+    out = _runner([("SHARDED", "history")], eng, runs=1).run([Q3], SHARDS)
+    users = [t for t in out[("SHARDED", "history")][0].turns if t["role"] == "user" and t.get("shard_id")]
+    assert [t["shard_id"] for t in users] == [1, 2, 3]
+    assert users[1]["selection"] == "fallback" and "not a remaining shard" in users[1]["selection_error"]
+    assert users[1]["text"] == SHARDS["c"][1] and users[1]["rephrased"] is False
+
+
+def test_parse_selection():
+    assert parse_selection("2: It is the person who founded Wenlo Press.", [1, 2]) == (
+        1, "It is the person who founded Wenlo Press.", "")
+    assert parse_selection('"3) the album is Blue Rain"', [2]) == (2, "the album is Blue Rain", "")
+    assert parse_selection("The album is Blue Rain.", [1])[0] is None
+    idx, _, why = parse_selection("1: again", [1, 2])
+    assert idx is None and "shard 1 is not a remaining shard" in why
+
+
 def test_full_single_turn_and_passages_in_prompt():
-    convs, eng, ret = _run("FULL", "none", runs=1)
-    a = [c for c in convs if c.qid == "a"][0]
+    out, _, ret = _run([("FULL", "none")], runs=1)
+    a = out[("FULL", "none")][0]
     assert len(a.turns) == 2 and a.final_answer == "Ranholm"
-    assert a.turns[1]["retrieved"] == [{"doc_id": "d/1", "score": 2.0}, {"doc_id": "d/3", "score": 1.0}]
+    # recall_k=3 passages retrieved and recorded, top_k=2 shown to the assistant
+    assert [r["doc_id"] for r in a.turns[1]["retrieved"]] == ["d/1", "d/3", "d/5"]
     assert ret.calls[0][0] == Q1.question
 
 
 def test_concat_sends_every_shard_in_one_turn():
-    convs, _, _ = _run("CONCAT", "none", runs=1)
-    a = [c for c in convs if c.qid == "a"][0]
-    assert all(s in a.turns[0]["text"] for s in SHARDS["a"])
+    out, _, _ = _run([("CONCAT", "none")], runs=1)
+    assert all(s in out[("CONCAT", "none")][0].turns[0]["text"] for s in SHARDS["a"])
+
+
+def test_shared_first_turns_are_answered_once_by_the_engine():
+    class Backend:
+        def __init__(self):
+            self.rows = 0
+            self.inner = ScriptedEngine()
+
+        def generate(self, reqs):
+            self.rows += len(reqs)
+            return self.inner.generate(reqs)
+
+    spec = ModelSpec(name="m", backend="transformers", weights={"path": "/nonexistent"}, batch_size=64)
+    backend = Backend()
+    eng = Engine(spec, cache=None, backend=backend)
+    cells = [("SHARDED", "history"), ("SHARDED", "current"), ("SNOWBALL", "history"), ("RECAP", "current")]
+    _runner(cells, eng, runs=1).run([Q1], SHARDS)
+    # turn 1 is the same request in all four cells (RECAP's source is SHARDED/current)
+    assert eng.accounting.requests > eng.accounting.unique_requests
+    assert backend.rows == eng.accounting.unique_requests
+
+
+def test_usage_is_tallied_per_cell_and_role():
+    eng = ScriptedEngine()
+    r = _runner([("SHARDED", "history"), ("FULL", "none")], eng, runs=1)
+    r.run([Q1], SHARDS)
+    assert r.usage["FULL_none"]["assistant"]["requests"] == 1
+    assert r.usage["SHARDED_history"]["assistant"]["requests"] == 2
+    assert r.usage["SHARDED_history"]["user_simulator"]["requests"] == 1
+    assert r.usage["SHARDED_history"]["assistant"]["prompt_tokens"] == 20
+
+
+def test_bad_settings():
+    with pytest.raises(ConfigError, match="unknown delivery condition 'HALF'"):
+        _runner([("HALF", "none")], ScriptedEngine())
+    with pytest.raises(ConfigError, match="recall_k"):
+        _runner([("FULL", "none")], ScriptedEngine(), top_k=5, recall_k=3)
+
+
+def test_closed_book_retrieves_nothing():
+    class Never:
+        def search(self, queries, k):
+            raise AssertionError("closed book must not search")
+
+    out, _, _ = _run([("FULL", "none"), ("SHARDED", "none")], retriever=Never(), name="closed_book", runs=1)
+    assert all(t["retrieved"] == [] for c in out[("SHARDED", "none")] for t in c.turns if t["role"] == "assistant")
 
 
 def test_user_simulator_guard():
-    from convrag.simulate.conversation import _guard_rephrase
-
     shard = 'Start from the author of the novel "The Golden Chorus".'
     q = Question(qid="g", dataset="d", question='In which country was the author of "The Golden Chorus" born?',
                  answers=["Dusemuna"], supporting_doc_ids=["d/1"], hops=2)
-    assert _guard_rephrase("It's about whoever wrote the novel The Golden Chorus.", shard, q)
-    assert not _guard_rephrase("The author wrote a novel.", shard, q)  # drops the title
-    assert not _guard_rephrase("The Golden Chorus was written in Arabic.", shard, q)  # invents an entity
-    assert not _guard_rephrase("The Golden Chorus author is from Dusemuna.", shard, q)  # leaks the answer
-    assert not _guard_rephrase("", shard, q)
+    assert guard_rephrase("It's about whoever wrote the novel The Golden Chorus.", shard, q)
+    assert not guard_rephrase("The author wrote a novel.", shard, q)  # drops the title
+    assert not guard_rephrase("The Golden Chorus was written in Arabic.", shard, q)  # invents an entity
+    assert not guard_rephrase("The Golden Chorus author is from Dusemuna.", shard, q)  # leaks the answer
+    assert not guard_rephrase("", shard, q)
+    # an unrevealed shard's entity in the message is rejected too (it is not the chosen shard's)
+    assert not guard_rephrase("The Golden Chorus and Blue Rain.", shard, q)
+
+
+def test_stopping_rule_documented_in_module():
+    import convrag.simulate.conversation as m
+
+    assert re.search(r"Stopping rule: a conversation ends when the extracted answer is correct", m.__doc__)

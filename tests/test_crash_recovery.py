@@ -98,8 +98,8 @@ def test_sigkill_midway_then_rerun_reproduces_the_uninterrupted_job(tmp_path):
     rc, _ = run_logged(argv("B"), tmp_path / "logs" / "B-rerun.log", env=env, timeout=300)
     assert rc == 0, (tmp_path / "logs" / "B-rerun.log").read_text()[-3000:]
     assert sorted(p.name for p in files_under(out_b)) == ["chunk0.accounting.json", "chunk0.jsonl"]
-    assert (out_b / "chunk0.jsonl").read_bytes() == (out_a / "chunk0.jsonl").read_bytes()
-    convs = [json.loads(line) for line in (out_a / "chunk0.jsonl").read_text().splitlines()]
+    assert (out_b / "FULL_none" / "chunk0.jsonl").read_bytes() == (out_a / "FULL_none" / "chunk0.jsonl").read_bytes()
+    convs = [json.loads(line) for line in (out_a / "FULL_none" / "chunk0.jsonl").read_text().splitlines()]
     assert len(convs) == N_REQUESTS and all(c["turns"][1]["role"] == "assistant" for c in convs)
 
     acc_a = json.loads((out_a / "chunk0.accounting.json").read_text())["assistant"]

@@ -230,7 +230,7 @@ def test_simulate_succeeds_with_healthy_server(healthy_run):
     rc, log, out, hits = healthy_run
     assert rc == 0, log
     assert sorted(p.name for p in files_under(out)) == ["chunk0.accounting.json", "chunk0.jsonl"]
-    convs = read_jsonl(out / "chunk0.jsonl")
+    convs = read_jsonl(out / "FULL_none" / "chunk0.jsonl")
     assert len(convs) == 3 * 2 and sorted({c["run"] for c in convs}) == [0, 1]
     replies = {default_reply(h.body) for h in hits}
     for c in convs:
@@ -271,4 +271,4 @@ def test_failed_job_keeps_paid_answers_and_rerun_pays_only_the_rest(inputs, serv
     assert len(srv.hits) - n_before == 4  # only the unpaid requests reached the server
     assert cache_rows(cache) == 6
     # the same conversations, byte for byte, as the uninterrupted healthy run
-    assert (out / "chunk0.jsonl").read_bytes() == (healthy_run[2] / "chunk0.jsonl").read_bytes()
+    assert (out / "FULL_none" / "chunk0.jsonl").read_bytes() == (healthy_run[2] / "FULL_none" / "chunk0.jsonl").read_bytes()

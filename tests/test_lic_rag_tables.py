@@ -60,7 +60,7 @@ def test_score_conversations_final_best_unanswered_and_recall(tmp_path):
                      n_unanswered_turns=1)
     write_records(tmp_path / "q.jsonl", [q])
     write_records(tmp_path / "c.jsonl", [c])
-    convs, per_turn = score_conversations([str(tmp_path / "c.jsonl")], [str(tmp_path / "q.jsonl")], top_k=2)
+    convs, per_turn = score_conversations([str(tmp_path / "c.jsonl")], [str(tmp_path / "q.jsonl")], recall_k=2)
     row = convs.iloc[0]
     # final answer "Tala" vs "Tala Vess": P = 1/1, R = 1/2, F1 = 2/3; vs alias "Vess": F1 0 -> max 2/3
     assert row.final_f1 == pytest.approx(2 / 3) and row.final_em == 0.0

@@ -25,7 +25,7 @@ def test_unknown_retriever_is_named(corpus, tmp_path):
 
 def test_closed_book_writes_only_manifest_and_returns_nothing(corpus, tmp_path):
     build_index("closed_book", corpus, tmp_path / "cb", {})
-    assert sorted(p.name for p in (tmp_path / "cb").iterdir()) == ["manifest.json"]
+    assert sorted(p.name for p in (tmp_path / "cb").iterdir()) == [".convrag-artifact", "manifest.json"]
     assert load_retriever("closed_book", tmp_path / "cb", {}).search(["q1", "q2"], 5) == [[], []]
 
 

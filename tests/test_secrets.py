@@ -67,7 +67,7 @@ def test_api_key_appears_in_no_output_cache_log_or_error(inputs, tmp_path):
 
     files = files_under(work)
     names = {str(p.relative_to(work)) for p in files}
-    assert {"results/good/chunk0.jsonl", "results/good/chunk0.accounting.json", "results/cache/llm.sqlite",
+    assert {"results/good/FULL_none/chunk0.jsonl", "results/good/chunk0.accounting.json", "results/cache/llm.sqlite",
             "logs/good.log", "logs/error500.log", "logs/error401.log"} <= names, names
     acc = json.loads((work / "results/good/chunk0.accounting.json").read_text())
     assert acc["assistant"]["calls"] == 2  # the good job really went through the server

@@ -59,16 +59,16 @@ def inputs(out_dir, registry_path):
 
 
 def simulate(inp, registry_path, name):
-    out = inp["dir"] / "conversations" / "miniworld" / MODEL / "bm25" / f"SHARDED_history{name}" / "chunk0.jsonl"
-    acc = out.with_name("chunk0.accounting.json")
+    out_dir = inp["dir"] / "conversations" / "miniworld" / MODEL / f"bm25{name}"
+    out, acc = out_dir / "SHARDED_history" / "chunk0.jsonl", out_dir / "chunk0.accounting.json"
     p, seconds = convrag(
         "simulate", "--questions", inp["questions"], "--shards", inp["shards"], "--corpus", inp["corpus"],
         "--index-dir", inp["index"], "--retriever", inp["bm25"]["kind"],
         "--retriever-params", json.dumps(inp["bm25"]["params"]), "--retriever-name", "bm25",
         "--prompts", REPO / "resources/prompts/lic_rag/assistant.yaml", "--dataset", "miniworld",
-        "--model", MODEL, "--user-model", MODEL, "--condition", "SHARDED", "--policy", "history",
+        "--model", MODEL, "--user-model", MODEL, "--cells", "SHARDED:history",
         "--chunk", 0, "--settings", json.dumps(inp["settings"]), "--registry", registry_path,
-        "--cache", inp["cache"], "--threads", 2, "--out", out, "--accounting", acc, timeout=900)
+        "--cache", inp["cache"], "--threads", 2, "--out-dir", out_dir, "--accounting", acc, timeout=900)
     convs = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()]
     return convs, json.loads(acc.read_text(encoding="utf-8")), seconds
 
@@ -94,7 +94,8 @@ def test_simulate_with_vllm_backend(inputs, registry_path):
     assert a["calls"] > 0 and a["batches"] > 0 and a["load_seconds"] > 0
     assert a["backend_prompt_tokens"] > 0 and a["backend_completion_tokens"] > 0
     assert a["batches"] < a["calls"]
-    assert "user_simulator" not in acc  # same model: one engine for both roles
+    # same model: the roles have their own accounting but share one loaded backend
+    assert acc["user_simulator"]["calls"] > 0 and acc["user_simulator"]["load_seconds"] < 1.0
 
     # The same job again is answered from the SQLite cache: vLLM is never started.
     again, acc2, seconds2 = simulate(inputs, registry_path, "_rerun")

@@ -97,6 +97,7 @@ def cmd_build_graph(a):
     try:
         engine = pool.engine(a.model)
         build_graph(a.corpus, a.out_dir, engine, a.params)
+        engine.write_accounting(a.accounting)
     finally:
         pool.close()
 
@@ -373,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = add("build-graph", cmd_build_graph, "build the shared knowledge-graph artifact of one corpus (LLM OpenIE, "
             "synonym edges, embeddings)")
-    for k in ("corpus", "model", "registry", "cache", "out-dir"):
+    for k in ("corpus", "model", "registry", "cache", "out-dir", "accounting"):
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--params", type=_json, default={})
     s.add_argument("--threads", type=int, default=None)

@@ -6,7 +6,8 @@ rule build_graph:
     input:
         f"{RES}/corpora/{{corpus}}/corpus.jsonl",
     output:
-        f"{RES}/graphs/{{corpus}}/manifest.json",
+        manifest=f"{RES}/graphs/{{corpus}}/manifest.json",
+        accounting=f"{RES}/graphs/{{corpus}}/accounting.json",
     log:
         "logs/build_graph/{corpus}.log",
     benchmark:
@@ -27,7 +28,7 @@ rule build_graph:
     shell:
         "convrag build-graph --corpus {input} --model {params.model} --params {params.params}"
         " --registry {params.registry} --cache {params.cache} --threads {threads}"
-        " --out-dir $(dirname {output}) 2> {log}"
+        " --out-dir $(dirname {output.manifest}) --accounting {output.accounting} 2> {log}"
 
 
 rule build_index:

@@ -23,7 +23,7 @@ _NOT_ENTITIES = {
     "that", "this", "and", "or", "for", "to", "from", "by", "with", "as", "has", "had", "have",
     "name", "tell", "please", "can", "could", "would", "born", "between", "after", "before",
 }
-_CONNECTORS = {"of", "the", "de", "la", "von", "van", "and", "du", "der", "&"}
+_CONNECTORS = {"of", "the", "de", "la", "von", "van", "du", "der", "&"}  # not "and": it joins two names
 _TOKEN = re.compile(r"[A-Za-z0-9][\w'\-\.]*[\w]|[A-Za-z0-9]")
 _NUMBERED = re.compile(r"^\s*(?:\d+[\.\):]|[-*•])\s*(.+?)\s*$")
 

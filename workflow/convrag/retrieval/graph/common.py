@@ -169,4 +169,7 @@ def load_graph_index(index_dir, retriever: str, params: dict, runtime_keys: froz
     graph_dir = Path(man.get("graph_dir", ""))
     if not (graph_dir / "graph.json").exists():
         raise DataError(f"{index_dir}: its knowledge graph {graph_dir} is missing; rebuild the graph and the index")
+    want = man.get("graph_manifest_sha256")
+    if want and (graph_dir / "manifest.json").exists() and file_sha256(graph_dir / "manifest.json") != want:
+        raise DataError(f"{index_dir}: the knowledge graph {graph_dir} was rebuilt after this index; rebuild the index")
     return man, KnowledgeGraph.load(graph_dir)

@@ -1,0 +1,161 @@
+"""The lic_rag analyses on hand-made score tables, each checked against numbers worked out
+by hand in the comments (aptitude/unreliability, decomposition, recovery, complete coverage,
+judge-gap correlation, categories, dependency order, preservation, recall by turn)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from convrag.metrics.reliability import aptitude, unreliability
+from convrag.studies import lic_rag as L
+
+BOOT = {"n_resamples": 200, "seed": 0}
+
+
+def _scores(vals: dict, extra: dict | None = None, retriever="bm25") -> pd.DataFrame:
+    """vals: (qid, condition, policy) -> list of final F1 over runs."""
+    rows = []
+    for (qid, cond, pol), fs in vals.items():
+        for run, f in enumerate(fs):
+            row = dict(conv_id=f"{retriever}/{cond}_{pol}/{qid}/run{run}", dataset="d", model="m", retriever=retriever,
+                       condition=cond, policy=pol, qid=qid, run=run, final_f1=f, final_em=float(f == 1.0))
+            row.update((extra or {}).get((qid, cond, pol, run), {}))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_aptitude_and_unreliability_on_five_runs():
+    runs = [0.6, 1.0, 0.2, 0.8, 0.4]  # sorted: 0.2 0.4 0.6 0.8 1.0
+    # P90: rank 0.9 * 4 = 3.6 -> 0.8 + 0.6 * (1.0 - 0.8) = 0.92; P10: rank 0.4 -> 0.2 + 0.4 * 0.2 = 0.28
+    assert aptitude(runs) == pytest.approx(0.92)
+    assert unreliability(runs) == pytest.approx(0.92 - 0.28)
+    assert unreliability([0.5] * 5) == 0.0
+    with pytest.raises(ValueError, match="no scores"):
+        aptitude([])
+
+
+def test_aptitude_table_averages_questions():
+    s = _scores({("q1", "SHARDED", "history"): [0.6, 1.0, 0.2, 0.8, 0.4],
+                 ("q2", "SHARDED", "history"): [1.0, 1.0, 1.0, 1.0, 1.0]})
+    t = L.aptitude_unreliability(s, BOOT, {}).iloc[0]
+    # q1: A = 0.92, U = 0.64; q2: A = 1, U = 0 -> means 0.96 and 0.32
+    assert t.aptitude == pytest.approx(0.96) and t.unreliability == pytest.approx(0.32)
+    assert t.n_questions == 2 and t.runs_per_question == 5
+
+
+def test_decomposition_arithmetic():
+    s = _scores({("q1", "FULL", "none"): [1.0, 0.8], ("q1", "CONCAT", "none"): [0.7, 0.7],
+                 ("q1", "SHARDED", "history"): [0.4, 0.4],
+                 ("q2", "FULL", "none"): [0.6, 0.6], ("q2", "CONCAT", "none"): [0.6, 0.4],
+                 ("q2", "SHARDED", "history"): [0.0, 0.2]})
+    r = L.decomposition(s, BOOT).iloc[0]
+    # per question (mean over runs): FULL 0.9 / 0.6, CONCAT 0.7 / 0.5, SHARDED 0.4 / 0.1
+    # formulation = mean(0.2, 0.1) = 0.15; delivery = mean(0.3, 0.4) = 0.35; total = 0.5
+    assert r.f1_full == pytest.approx(0.75) and r.f1_concat == pytest.approx(0.6) and r.f1_sharded == pytest.approx(0.25)
+    assert r.formulation_loss == pytest.approx(0.15) and r.delivery_loss == pytest.approx(0.35)
+    assert r.total_gap == pytest.approx(r.formulation_loss + r.delivery_loss) == pytest.approx(0.5)
+    assert r.delivery_share == pytest.approx(0.7)
+    assert r.formulation_ci_low <= r.formulation_loss <= r.formulation_ci_high
+
+
+def test_recovery_share_hand_computed():
+    assert L.recovery_share(0.8, 0.4, 0.7) == pytest.approx(0.75)
+    assert L.recovery_share(0.8, 0.4, 0.3) == pytest.approx(-0.25)
+    assert L.recovery_share(0.8, 0.4, 0.8) == pytest.approx(1.0)
+    assert math.isnan(L.recovery_share(0.5, 0.5, 0.9))  # no gap to recover
+    s = _scores({("q1", "FULL", "none"): [0.8], ("q1", "SHARDED", "history"): [0.4],
+                 ("q1", "RECAP", "history"): [0.7], ("q1", "SNOWBALL", "history"): [0.3],
+                 ("q2", "FULL", "none"): [0.8], ("q2", "SHARDED", "history"): [0.4],
+                 ("q2", "RECAP", "history"): [0.7], ("q2", "SNOWBALL", "history"): [0.3]})
+    r = L.recovery(s, BOOT).iloc[0]
+    assert r.recap_recovery == pytest.approx(0.75) and r.snowball_recovery == pytest.approx(-0.25)
+    assert r.recap_ci_low == pytest.approx(0.75) and r.recap_ci_high == pytest.approx(0.75)  # identical questions
+
+
+def test_complete_coverage_subset():
+    vals = {("q1", "FULL", "none"): [1.0, 1.0], ("q1", "SHARDED", "history"): [0.0, 1.0],
+            ("q2", "FULL", "none"): [1.0, 1.0], ("q2", "SHARDED", "history"): [0.5, 0.5]}
+    cov = {("q1", "FULL", "none", 0): 1.0, ("q1", "SHARDED", "history", 0): 1.0,  # pair (q1, 0) covered
+           ("q1", "FULL", "none", 1): 1.0, ("q1", "SHARDED", "history", 1): 0.5,  # (q1, 1) not: SHARDED missed one
+           ("q2", "FULL", "none", 0): 0.5, ("q2", "SHARDED", "history", 0): 1.0,  # (q2, 0) not: FULL missed one
+           ("q2", "FULL", "none", 1): 1.0, ("q2", "SHARDED", "history", 1): 1.0}  # (q2, 1) covered
+    s = _scores(vals, {k: {"final_cum_recall": v} for k, v in cov.items()})
+    r = L.complete_coverage(s, BOOT).iloc[0]
+    assert r.pairs == 4 and r.covered_pairs == 2 and r.covered_questions == 2
+    # covered gaps: q1 run 0: 1 - 0 = 1; q2 run 1: 1 - 0.5 = 0.5 -> mean 0.75
+    assert r.gap_covered == pytest.approx(0.75)
+    # all pairs: q1 mean gap 0.5, q2 0.5 -> 0.5
+    assert r.gap_all == pytest.approx(0.5)
+
+
+def test_judge_gap_correlation_across_pairs():
+    rows = []
+    # three retrievers; F1 gaps 0.1, 0.2, 0.3 and judge gaps 0.0, 0.5, 1.0: perfectly linear (r = 1)
+    for ret, (f1_sh, j_sh) in {"a": (0.9, 1.0), "b": (0.8, 0.5), "c": (0.7, 0.0)}.items():
+        for cond, f1, j in (("FULL", 1.0, 1.0), ("SHARDED", f1_sh, j_sh)):
+            rows.append(dict(conv_id=f"{ret}{cond}", dataset="d", model="m", retriever=ret, condition=cond,
+                             policy="none" if cond == "FULL" else "history", qid="q1", run=0, final_f1=f1,
+                             final_em=0.0, judge_correct=j, judge_parsed=True, judge_method="llm"))
+    summary, pairs = L.judge_gap_correlation(pd.DataFrame(rows))
+    assert pairs.f1_gap.tolist() == pytest.approx([0.0 + 0.1, 0.2, 0.3])
+    assert pairs.judge_gap.tolist() == pytest.approx([0.0, 0.5, 1.0])
+    assert summary.iloc[0].pearson_r == pytest.approx(1.0) and summary.iloc[0].spearman_rho == pytest.approx(1.0)
+    acc = L.judge_accuracy(pd.DataFrame(rows))
+    assert acc[(acc.retriever == "b") & (acc.condition == "SHARDED")].judge_accuracy.iloc[0] == 0.5
+
+
+def test_judge_correlation_undefined_with_too_few_pairs():
+    s = _scores({("q1", "FULL", "none"): [1.0], ("q1", "SHARDED", "history"): [0.5]},
+                {("q1", "FULL", "none", 0): {"judge_correct": 1.0}, ("q1", "SHARDED", "history", 0): {"judge_correct": 0.0}})
+    summary, _ = L.judge_gap_correlation(s)
+    assert summary.iloc[0].pairs == 1 and np.isnan(summary.iloc[0].pearson_r) and "fewer than 3" in summary.iloc[0].note
+
+
+def test_response_category_shares():
+    turns = pd.DataFrame({"retriever": "bm25", "condition": "SHARDED", "policy": "history", "conv_id": "c",
+                          "category": ["answer_attempt", "answer_attempt", "clarification", None]})
+    r = L.response_categories(turns).iloc[0]
+    assert r.turns == 4 and r.answer_attempt == 0.5 and r.clarification == 0.25 and r.unlabelled == 0.25
+    assert r.hedge == 0.0
+
+
+def test_dependency_order_share():
+    s = _scores({("q1", "SHARDED", "history"): [0.0, 0.0, 0.0, 0.0], ("q1", "FULL", "none"): [1.0]},
+                {("q1", "SHARDED", "history", i): {"order_kept": v} for i, v in enumerate([1.0, 1.0, 0.0, 1.0])})
+    d = L.dependency_order(s)
+    assert len(d) == 1 and d.iloc[0].order_kept_share == 0.75 and d.iloc[0].conversations == 4
+
+
+def test_order_kept_from_turns():
+    from convrag.records import Conversation
+
+    def conv(ids, cond="SHARDED"):
+        turns = [t for i in ids for t in ({"role": "user", "text": "x", "shard_id": i}, {"role": "assistant", "text": ""})]
+        return Conversation("c", "lic_rag", "q", "d", cond, "history", "bm25", "m", 0, turns)
+
+    assert L._order_kept(conv([1, 2, 3])) == 1.0
+    assert L._order_kept(conv([1, 3, 2])) == 0.0
+    assert np.isnan(L._order_kept(conv([None], cond="FULL")))
+
+
+def test_information_preservation_and_retention():
+    # closed book: FULL 0.5 / 0.5, CONCAT 0.5 / 0.3 -> ratio 0.4 / 0.5 = 0.8 -> passes at 0.8, fails at 0.9
+    s = _scores({("q1", "FULL", "none"): [0.5], ("q1", "CONCAT", "none"): [0.5],
+                 ("q2", "FULL", "none"): [0.5], ("q2", "CONCAT", "none"): [0.3]}, retriever="closed_book")
+    p = L.information_preservation(s, ["closed_book"], {"preservation_threshold": 0.8}).iloc[0]
+    assert p.ratio == pytest.approx(0.8) and p.passes
+    assert not L.information_preservation(s, ["closed_book"], {"preservation_threshold": 0.9}).iloc[0].passes
+    r = L.closed_book_retention(s, ["closed_book"]).iloc[0]
+    assert r.retention == pytest.approx(0.8) and r.model == "m"
+    assert L.information_preservation(s, ["other"], {}).empty  # no closed-book retriever in the grid
+
+
+def test_recall_by_turn():
+    turns = pd.DataFrame({"dataset": "d", "retriever": "bm25", "condition": "SHARDED", "policy": "history",
+                          "conv_id": ["c1", "c1", "c2", "c2"], "turn": [1, 2, 1, 2],
+                          "recall@5": [0.5, 0.0, 0.0, 1.0], "cum_recall": [0.5, 0.5, 0.0, 1.0]})
+    r = L.recall_by_turn(turns).set_index("turn")
+    assert r.loc[1, "recall@5"] == 0.25 and r.loc[2, "recall@5"] == 0.5
+    assert r.loc[1, "cum_recall"] == 0.25 and r.loc[2, "cum_recall"] == 0.75
