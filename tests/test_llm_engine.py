@@ -104,4 +104,4 @@ def test_label_logprobs(backend):
 
 def test_load_engine_is_lazy(tmp_path):
     eng = load_engine("smollm2-135m", ROOT / "config" / "models.yaml", tmp_path / "c.sqlite")
-    assert not eng.backend_loaded and eng.spec.batch_size == 8
+    assert not eng.backend_loaded and eng.spec.batch_size == 32

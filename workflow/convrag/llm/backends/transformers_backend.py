@@ -46,88 +46,42 @@ def row_seed(seed: int, sample_index: int, step: int) -> int:
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
-def _make_processors():
-    """Define the LogitsProcessor / StoppingCriteria classes once torch is imported."""
-    import torch
-    from transformers import LogitsProcessor, StoppingCriteria
-
-    class GumbelSampler(LogitsProcessor):
-        """Per-row temperature + top-p, then per-row seeded Gumbel noise (greedy decoding follows).
-
-        Vectorised over rows: one softmax and one ``topk`` of ``TOP_CANDIDATES`` tokens for
-        all sampled rows (the nucleus of a top-p < 1 row nearly always lies inside it; a row
-        whose candidates hold less than top_p of the mass is re-done with a full sort, so the
-        kept set is exactly the full-sort one). Only the noise draw is per row (own seed).
-        """
-
-        def __init__(self, rows: list[Request], prompt_len: int):
-            self.rows = rows
-            self.prompt_len = prompt_len
-            self.sampled = [i for i, r in enumerate(rows) if r.sampling.temperature > 0.0]
-            if self.sampled:
-                self.temps = torch.tensor([rows[i].sampling.temperature for i in self.sampled]).unsqueeze(1)
-                self.top_p = torch.tensor([rows[i].sampling.top_p for i in self.sampled]).unsqueeze(1)
-
-        def __call__(self, input_ids, scores):
-            if not self.sampled:
-                return scores  # all greedy
-            step = input_ids.shape[1] - self.prompt_len
-            out = scores.float().clone()
-            idx = torch.tensor(self.sampled, device=out.device)
-            logits = out[idx] / self.temps.to(out.device)
-            nucleus = (self.top_p < 1.0).squeeze(1).tolist()
-            if any(nucleus):
-                probs = torch.softmax(logits, dim=-1)
-                k = min(TOP_CANDIDATES, probs.shape[-1])
-                top_vals, top_idx = torch.topk(probs, k, dim=-1)  # sorted, descending
-                drop = torch.ones_like(probs, dtype=torch.bool)
-                for j, row_nucleus in enumerate(nucleus):
-                    if not row_nucleus:
-                        drop[j] = False
-                        continue
-                    vals, order = top_vals[j], top_idx[j]
-                    if float(vals.sum()) < float(self.top_p[j]):  # nucleus wider than the candidates
-                        vals, order = torch.sort(probs[j], descending=True)
-                    # keep a token while the mass before it is below top_p (keeps >= 1)
-                    keep_sorted = (torch.cumsum(vals, dim=-1) - vals) < self.top_p[j]
-                    drop[j, order[keep_sorted]] = False
-                logits = logits.masked_fill(drop, float("-inf"))
-            noise = torch.empty_like(logits)
-            for j, i in enumerate(self.sampled):
-                r = self.rows[i]
-                gen = torch.Generator(device="cpu").manual_seed(row_seed(r.seed, r.sample_index, step))
-                u = torch.rand(logits.shape[-1], generator=gen, dtype=torch.float64)
-                u = u.clamp(1e-300, 1.0 - 1e-16)
-                noise[j] = (-torch.log(-torch.log(u))).to(dtype=logits.dtype)
-            out[idx] = logits + noise.to(device=logits.device)
-            return out
-
-    class RowStopper(StoppingCriteria):
-        """Per-row end: EOS, a stop string, or the row's own max_tokens; records where and why."""
-
-        def __init__(self, rows: list[Request], prompt_len: int, eos_ids: set[int], tokenizer):
-            self.rows, self.prompt_len, self.eos_ids, self.tok = rows, prompt_len, eos_ids, tokenizer
-            self.done_at: list[int | None] = [None] * len(rows)
-            self.reason: list[str | None] = [None] * len(rows)
-
-        def __call__(self, input_ids, scores, **kwargs):
-            n = input_ids.shape[1] - self.prompt_len
-            for i, r in enumerate(self.rows):
-                if self.done_at[i] is not None:
+def _sampling_step(torch, rows: list[Request], step: int, logits):
+    """Next token of every row: per-row temperature + top-p, then per-row seeded Gumbel noise
+    and argmax (the Gumbel-max trick = exact sampling from the softmax); temperature 0 is
+    greedy. Vectorised over rows: one softmax and one ``topk`` of ``TOP_CANDIDATES`` tokens
+    for the nucleus (a row whose candidates hold less than top_p of the mass is re-done with a
+    full sort, so the kept set is exactly the full-sort one). Only the noise draw is per row,
+    from the row's own generator, so a row's token never depends on its batch."""
+    out = logits.float().clone()
+    sampled = [i for i, r in enumerate(rows) if r.sampling.temperature > 0.0]
+    if sampled:
+        idx = torch.tensor(sampled, device=out.device)
+        temps = torch.tensor([rows[i].sampling.temperature for i in sampled], device=out.device).unsqueeze(1)
+        top_p = [rows[i].sampling.top_p for i in sampled]
+        x = out[idx] / temps
+        if any(p < 1.0 for p in top_p):
+            probs = torch.softmax(x, dim=-1)
+            top_vals, top_idx = torch.topk(probs, min(TOP_CANDIDATES, probs.shape[-1]), dim=-1)  # sorted
+            drop = torch.ones_like(probs, dtype=torch.bool)
+            for j, p in enumerate(top_p):
+                if p >= 1.0:
+                    drop[j] = False
                     continue
-                last = int(input_ids[i, -1])
-                if last in self.eos_ids:
-                    self.done_at[i], self.reason[i] = n, "eos"
-                elif r.sampling.stop and any(
-                        s in self.tok.decode(input_ids[i, self.prompt_len:], skip_special_tokens=True)
-                        for s in r.sampling.stop):
-                    self.done_at[i], self.reason[i] = n, "stop"
-                elif n >= r.sampling.max_tokens:
-                    self.done_at[i], self.reason[i] = n, "length"
-            return torch.tensor([d is not None for d in self.done_at], dtype=torch.bool,
-                                device=input_ids.device)
-
-    return GumbelSampler, RowStopper
+                vals, order = top_vals[j], top_idx[j]
+                if float(vals.sum()) < p:  # nucleus wider than the candidates
+                    vals, order = torch.sort(probs[j], descending=True)
+                # keep a token while the mass before it is below top_p (keeps >= 1)
+                drop[j, order[(torch.cumsum(vals, dim=-1) - vals) < p]] = False
+            x = x.masked_fill(drop, float("-inf"))
+        noise = torch.empty_like(x)
+        for j, i in enumerate(sampled):
+            r = rows[i]
+            gen = torch.Generator(device="cpu").manual_seed(row_seed(r.seed, r.sample_index, step))
+            u = torch.rand(x.shape[-1], generator=gen, dtype=torch.float64).clamp(1e-300, 1.0 - 1e-16)
+            noise[j] = (-torch.log(-torch.log(u))).to(dtype=x.dtype)
+        out[idx] = x + noise.to(device=x.device)
+    return torch.argmax(out, dim=-1)
 
 
 class TransformersBackend:
@@ -169,7 +123,6 @@ class TransformersBackend:
         eos.update(gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos])
         self.eos_ids = {int(e) for e in eos if e is not None}
         self.max_len = spec.max_model_len or getattr(self.model.config, "max_position_embeddings", None) or 4096
-        self.GumbelSampler, self.RowStopper = _make_processors()
         self.share_prefix = os.environ.get("CONVRAG_SHARE_PREFIX", "1") != "0"
 
     @staticmethod
@@ -214,43 +167,71 @@ class TransformersBackend:
         return out  # type: ignore[return-value]
 
     def _generate(self, rows: list[Request]) -> list[Response]:
+        """Batched decoding with our own loop (not ``model.generate``): a row leaves the batch
+        (and its KV cache rows are dropped) as soon as it ends, so the batch never pays for
+        rows that are done; EOS, a stop string or the row's own max_tokens end a row."""
         torch = self.torch
-        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+        from transformers import DynamicCache
 
         prompts = [self.prompt_ids(r, reserve=r.sampling.max_tokens) for r in rows]
         shared = shared_prefix_len(prompts) if self.share_prefix else 0
         ids, mask = self._left_pad([p[shared:] for p in prompts])
-        extra = {}
         if shared:
             # The common prefix (system prompt, worked examples) is computed once and its KV
             # cache copied to every row: [prefix][pads][own tokens], positions from the mask.
             prefix = torch.tensor([prompts[0][:shared]], dtype=torch.long, device=self.device)
             ids = torch.cat([prefix.expand(len(rows), -1), ids], dim=1)
             mask = torch.cat([torch.ones_like(prefix).expand(len(rows), -1), mask], dim=1)
-            extra["cache"] = self._prefix_cache(prefix, len(rows))
-        plen = ids.shape[1]
-        sampler = self.GumbelSampler(rows, plen)
-        stopper = self.RowStopper(rows, plen, self.eos_ids, self.tok)
-        # A fresh config: only our settings apply, not sampling defaults shipped with the weights.
-        cfg = GenerationConfig(do_sample=False, max_new_tokens=max(r.sampling.max_tokens for r in rows),
-                               pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids),
-                               bos_token_id=self.tok.bos_token_id)
+            cache = self._prefix_cache(prefix, len(rows))
+            todo = ids[:, shared:]
+        else:
+            cache, todo = DynamicCache(config=self.model.config), ids
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        gen: list[list[int]] = [[] for _ in rows]
+        reason: list[str | None] = [None] * len(rows)
+        active = list(range(len(rows)))
         with torch.inference_mode():
-            seqs = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg,
-                                       logits_processor=LogitsProcessorList([sampler]),
-                                       stopping_criteria=StoppingCriteriaList([stopper]), **extra)
+            logits = self.model(input_ids=todo, attention_mask=mask, position_ids=pos[:, -todo.shape[1]:],
+                                cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
+            step = 0
+            while active:
+                nxt = _sampling_step(torch, [rows[i] for i in active], step, logits).tolist()
+                keep = []
+                for j, (i, tok) in enumerate(zip(active, nxt)):
+                    r = rows[i]
+                    gen[i].append(tok)
+                    if tok in self.eos_ids:
+                        reason[i] = "eos"
+                    elif r.sampling.stop and any(x in self.tok.decode(gen[i], skip_special_tokens=True)
+                                                 for x in r.sampling.stop):
+                        reason[i] = "stop"
+                    elif len(gen[i]) >= r.sampling.max_tokens:
+                        reason[i] = "length"
+                    else:
+                        keep.append(j)
+                if not keep:
+                    break
+                if len(keep) < len(active):
+                    sel = torch.tensor(keep, device=mask.device)
+                    cache.batch_select_indices(sel)
+                    mask = mask[sel]
+                    nxt = [nxt[j] for j in keep]
+                    active = [active[j] for j in keep]
+                mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=mask.device)], dim=1)
+                step += 1
+                logits = self.model(input_ids=torch.tensor(nxt, device=mask.device).unsqueeze(1), attention_mask=mask,
+                                    position_ids=(mask.sum(-1, keepdim=True) - 1), cache=cache,
+                                    use_cache=True).logits[:, -1, :]
         results = []
         for i, r in enumerate(rows):
-            gen = seqs[i, plen:].tolist()
-            n = stopper.done_at[i] if stopper.done_at[i] is not None else min(len(gen), r.sampling.max_tokens)
-            reason = stopper.reason[i] or "length"
-            keep = gen[:n - 1] if reason == "eos" else gen[:n]
-            text = self.tok.decode(keep, skip_special_tokens=True)
-            if reason == "stop":
-                cut = min((text.find(s) for s in r.sampling.stop if s in text), default=len(text))
+            n = len(gen[i])
+            keep_ids = gen[i][:-1] if reason[i] == "eos" else gen[i]
+            text = self.tok.decode(keep_ids, skip_special_tokens=True)
+            if reason[i] == "stop":
+                cut = min((text.find(x) for x in r.sampling.stop if x in text), default=len(text))
                 text = text[:cut]
             results.append(Response(text=text, prompt_tokens=len(prompts[i]), completion_tokens=n,
-                                    finish_reason="length" if reason == "length" else "stop",
+                                    finish_reason="length" if reason[i] == "length" else "stop",
                                     label_logprobs=None, cached=False))
         return results
 
