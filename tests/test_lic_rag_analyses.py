@@ -159,3 +159,21 @@ def test_recall_by_turn():
     r = L.recall_by_turn(turns).set_index("turn")
     assert r.loc[1, "recall@5"] == 0.25 and r.loc[2, "recall@5"] == 0.5
     assert r.loc[1, "cum_recall"] == 0.25 and r.loc[2, "cum_recall"] == 0.75
+
+
+def test_retrieval_cost_per_retrieval_and_per_conversation():
+    # PoG: two conversations of 2 and 1 turns with 6, 4 and 5 calls; ToG-2: one of 2 turns, 4 + 4 calls
+    turns = pd.DataFrame({
+        "dataset": "d", "model": "m", "condition": "SHARDED", "policy": "history",
+        "retriever": ["pog", "pog", "pog", "tog2", "tog2", "bm25"],
+        "conv_id": ["p1", "p1", "p2", "t1", "t1", "b1"], "turn": [1, 2, 1, 1, 2, 1],
+        "retrieval_llm_calls": [6, 4, 5, 4, 4, 0], "retrieval_prompt_tokens": [600, 400, 500, 300, 300, 0],
+        "retrieval_completion_tokens": [60, 40, 50, 30, 30, 0], "retrieval_parse_failures": [1, 0, 0, 0, 0, 0]})
+    t = L.retrieval_cost(turns, ["pog", "tog2"]).set_index("retriever")
+    assert set(t.index) == {"pog", "tog2"}
+    assert t.loc["pog", "retrievals"] == 3 and t.loc["pog", "conversations"] == 2
+    assert t.loc["pog", "llm_calls_per_retrieval"] == pytest.approx(5.0)  # (6 + 4 + 5) / 3
+    assert t.loc["pog", "llm_calls_per_conversation"] == pytest.approx(7.5)  # (10 + 5) / 2
+    assert t.loc["pog", "tokens_per_conversation"] == pytest.approx((1100 + 550) / 2)
+    assert t.loc["tog2", "llm_calls_per_conversation"] == pytest.approx(8.0) and t.loc["pog", "parse_failures"] == 1
+    assert L.retrieval_cost(turns, []).empty

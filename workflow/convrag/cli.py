@@ -290,7 +290,8 @@ def cmd_score(a):
 def cmd_lic_rag(a):
     from convrag.studies import lic_rag
 
-    ctx = {"boot": a.bootstrap, "analysis": a.analysis, "closed_retrievers": a.closed_retrievers}
+    ctx = {"boot": a.bootstrap, "analysis": a.analysis, "closed_retrievers": a.closed_retrievers,
+           "retrievers_of_kind": a.retriever_kinds}
     lic_rag.build_target(a.target, a.scores, a.turns, ctx, a.out_stem)
 
 
@@ -440,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--bootstrap", type=_json, default={})
     s.add_argument("--analysis", type=_json, default={})
     s.add_argument("--closed-retrievers", nargs="*", default=[])
+    s.add_argument("--retriever-kinds", type=_json, default={}, help="JSON kind -> retriever names of the grid")
     s.add_argument("--out-stem", required=True)
 
     s = add("lic-rag-datasets", cmd_lic_rag_datasets, "Table 1 of lic_rag: the datasets of the grid")

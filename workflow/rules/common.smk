@@ -182,6 +182,9 @@ def graph_dir_arg(wc, input):
 # ---- lic_rag ----------------------------------------------------------------------------
 CLOSED = [r for r in LIC["retrievers"] if is_closed_book(config, r)]
 OPEN = [r for r in LIC["retrievers"] if not is_closed_book(config, r)]
+RETRIEVERS_OF_KIND = {}
+for _r in LIC["retrievers"]:
+    RETRIEVERS_OF_KIND.setdefault(retriever_kind(config, _r), []).append(_r)
 TABLES = [n for n, t in LIC_TARGETS.items() if t[0] == "table"]
 FIGURES = [n for n, t in LIC_TARGETS.items() if t[0] == "figure"]
 

@@ -247,11 +247,12 @@ rule lic_rag_table:
         boot=jarg(LIC["bootstrap"]),
         analysis=jarg(LIC["analysis"]),
         closed=" ".join(CLOSED),
+        kinds=jarg(RETRIEVERS_OF_KIND),
         out_stem=lambda wc, output: output.csv.removesuffix(".csv"),
     shell:
         "convrag lic-rag {wildcards.target} --scores {input.scores} --turns {input.turns}"
         " --bootstrap {params.boot} --analysis {params.analysis} --closed-retrievers {params.closed}"
-        " --out-stem {params.out_stem} 2> {log}"
+        " --retriever-kinds {params.kinds} --out-stem {params.out_stem} 2> {log}"
 
 
 use rule lic_rag_table as lic_rag_figure with:

@@ -177,7 +177,18 @@ def _wiki(rec: dict, where: str, idx: _Index, qpath: Path, cpath: Path) -> dict:
         "hops": len(titles),
         "type": str(rec.get("type", "")),
         "intermediate_answers": _wiki_intermediates(rec, question, answers, titles),
+        "decomposition": _wiki_chain(rec),
     }
+
+
+def _wiki_chain(rec: dict) -> list[str]:
+    """2Wiki evidence triples that form one chain (each object is the next subject: the
+    compositional and inference questions) in MuSiQue's step notation ``"A >> relation"``,
+    ``"#1 >> relation"``; other shapes (comparisons) have no such decomposition."""
+    ev = [t for t in rec.get("evidences") or [] if isinstance(t, list) and len(t) == 3]
+    if len(ev) < 2 or any(str(a[2]) != str(b[0]) for a, b in zip(ev, ev[1:])):
+        return []
+    return [f"{ev[0][0]} >> {ev[0][1]}"] + [f"#{i} >> {t[1]}" for i, t in enumerate(ev[1:], start=1)]
 
 
 def _wiki_intermediates(rec: dict, question: str, answers: list[str], titles: list[str]) -> list[str]:

@@ -164,6 +164,37 @@ CHECKS = ("entities_kept", "no_added_entities", "answer_not_leaked", "no_interme
           "one_clue_per_followup", "min_two_shards")
 
 
+_STEP_REF = re.compile(r"#\d+")
+
+
+def decomposition_shards(question: Question) -> list[str]:
+    """Shards from the source's own decomposition (the ``fallback: decomposition`` of shard
+    construction). The mini world already stores goal + clues; MuSiQue (and 2Wiki chains,
+    which the loader writes in MuSiQue's notation) store steps ``"<subject> >> <relation>"``
+    or sub-questions that refer back with ``#k``. Those become a goal shard from the last
+    step and one clue per earlier step, in order; the checks then decide as for any shard set."""
+    steps = [d.strip() for d in question.decomposition if d and d.strip()]
+    if not steps or not any(">>" in d or _STEP_REF.search(d) for d in steps):
+        return steps
+
+    def thing(text: str) -> str:
+        return _STEP_REF.sub("that", text).replace(" ?", "?").strip()
+
+    out = []
+    last = steps[-1]
+    if ">>" in last:
+        out.append(f"I'm looking for the {last.split('>>', 1)[1].strip()} of something.")
+    else:
+        out.append(f"In the end I want to know: {_STEP_REF.sub('it', last).replace(' ?', '?').strip()}")
+    for i, d in enumerate(steps[:-1]):
+        if ">>" in d:
+            subj, rel = (x.strip() for x in d.split(">>", 1))
+            out.append(f"Then take the {rel} of that." if _STEP_REF.fullmatch(subj) else f"Start from the {rel} of {subj}.")
+        else:
+            out.append(f"{'First' if i == 0 else 'Then'}: {thing(d)}")
+    return out
+
+
 def parse_shards(text: str) -> list[str]:
     """Numbered (or bulleted) lines of the model output, in order; other lines ignored."""
     out = []
@@ -224,9 +255,10 @@ def shard_questions(questions: list[Question], engine, prompts: ShardPrompts, se
         pending = still
     for q in pending:
         fb = settings.get("fallback", "none")
-        if fb == "decomposition" and q.decomposition:
-            checks = check_shards(q, q.decomposition)
-            done[q.qid] = _shardset(q, list(q.decomposition), checks, "decomposition", None, history[q.qid])
+        shards = decomposition_shards(q) if fb == "decomposition" else []
+        if shards:
+            checks = check_shards(q, shards)
+            done[q.qid] = _shardset(q, shards, checks, "decomposition", None, history[q.qid])
         else:
             last = history[q.qid][-1] if history[q.qid] else {"shards": []}
             checks = check_shards(q, last["shards"])

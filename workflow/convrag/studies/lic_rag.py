@@ -116,6 +116,7 @@ def score_conversations(conv_paths: list[str], question_paths: list[str], recall
                     "retrieval_llm_calls": cost.get("llm_calls", 0),
                     "retrieval_prompt_tokens": cost.get("prompt_tokens", 0),
                     "retrieval_completion_tokens": cost.get("completion_tokens", 0),
+                    "retrieval_parse_failures": cost.get("parse_failures", 0),
                 })
             j = judgments.get((c.conv_id,), {})
             conv_rows.append({
@@ -434,6 +435,27 @@ def recall_by_turn(turns: pd.DataFrame) -> pd.DataFrame:
             .reset_index().rename(columns={"recall": rcol}))
 
 
+# ---- retrieval cost (appendix: PoG vs ToG-2) -------------------------------------------------------
+
+def retrieval_cost(turns: pd.DataFrame, retrievers: list[str]) -> pd.DataFrame:
+    """LLM calls and tokens the retriever spent per retrieval (one per assistant turn) and per
+    conversation, per (dataset, model, retriever, condition, policy)."""
+    t = turns[turns.retriever.isin(retrievers)]
+    if t.empty:
+        return pd.DataFrame()
+    t = t.assign(retrieval_tokens=t.retrieval_prompt_tokens + t.retrieval_completion_tokens)
+    cols = ["retrieval_llm_calls", "retrieval_prompt_tokens", "retrieval_completion_tokens", "retrieval_tokens"]
+    keys = ["dataset", "model", "retriever", "condition", "policy"]
+    per_conv = t.groupby(keys + ["conv_id"])[cols].sum().groupby(keys).mean()
+    per_ret = t.groupby(keys)[cols].mean()
+    out = per_ret.rename(columns=lambda c: c.replace("retrieval_", "") + "_per_retrieval")
+    out = out.join(per_conv.rename(columns=lambda c: c.replace("retrieval_", "") + "_per_conversation"))
+    out.insert(0, "retrievals", t.groupby(keys).size())
+    out.insert(1, "conversations", t.groupby(keys)["conv_id"].nunique())
+    out["parse_failures"] = t.groupby(keys)["retrieval_parse_failures"].sum()
+    return out.reset_index()
+
+
 # ---- accounting ------------------------------------------------------------------------------------
 
 def accounting_table(acc_paths: list[str]) -> pd.DataFrame:
@@ -522,6 +544,8 @@ TARGETS = {
     "table11_information_preservation": ("table", lambda s, t, c: information_preservation(
         s, c["closed_retrievers"], c["analysis"]), None),
     "table12_closed_book_retention": ("table", lambda s, t, c: closed_book_retention(s, c["closed_retrievers"]), None),
+    "appendix_pog_cost": ("table", lambda s, t, c: retrieval_cost(t, c.get("retrievers_of_kind", {}).get("pog", [])
+                                                                  + c.get("retrievers_of_kind", {}).get("tog2", [])), None),
     "figure2_delivery_conditions": ("figure", lambda s, t, c: delivery_summary(
         s, c["boot"].get("n_resamples", 1000), c["boot"].get("seed", 0)), _fig_delivery),
     "figure3_recall_by_turn": ("figure", lambda s, t, c: recall_by_turn(t), _fig_recall),
