@@ -456,8 +456,8 @@ def read_simulate_accounting(path: str | Path, retriever_kinds: dict[str, str] |
         ratios[role] = _ratios(cold_backend(acc[role], misses))
         asked = float(acc[role].get("requests", 0) or 0)
         if round(misses.requests) != round(asked):
-            notes.append(f"{path}: its cells account for {misses.requests:.0f} of the job's {asked:.0f} {role} requests "
-                         "(a RECAP cell whose SHARDED twin is not a cell?)")
+            notes.append(f"{path}: its cells account for {misses.requests:.0f} of the job's {asked:.0f} {role} "
+                         "requests (a RECAP cell whose SHARDED twin is not a cell?)")
     query_llm = query_time_llm(kind)
     r_ratios = (1.0, 1.0, 1.0)
     if query_llm:
@@ -492,8 +492,8 @@ def read_simulate_accounting(path: str | Path, retriever_kinds: dict[str, str] |
                 charged_llm_calls += r.requests
         else:
             all_files = False
-            notes.append(f"{conv_path} is missing: no assistant-turn counts{' or retriever tokens' if query_llm else ''} "
-                         f"for {cond}_{pol} from this job")
+            what = "assistant-turn counts" + (" or retriever tokens" if query_llm else "")
+            notes.append(f"{conv_path} is missing: no {what} for {cond}_{pol} from this job")
         cells[(cond, pol)] = rec
     if query_llm and all_files and "retriever" in acc:
         asked = float(acc["retriever"].get("requests", 0) or 0)
@@ -549,7 +549,8 @@ def read_raptor_manifest(path: str | Path) -> tuple[int, Tokens] | None:
         return None
     b = man.get("build")
     if not isinstance(b, dict) or "llm_calls" not in b:
-        raise DataError(f"{path}: key 'build.llm_calls' is missing (a RAPTOR index built before its cost was recorded?)")
+        raise DataError(f"{path}: key 'build.llm_calls' is missing "
+                        "(a RAPTOR index built before its cost was recorded?)")
     if not isinstance(man.get("n_docs"), int):
         raise DataError(f"{path}: key 'n_docs' is missing or not an integer")
     calls = float(b["llm_calls"])
@@ -941,8 +942,8 @@ def estimate(config: dict, measured: Measured, registry: dict, throughput: Throu
     n_stage_jobs = len(lic["datasets"]) * len(lic["models"])
     # classifier: one job per dataset x model, one call per assistant turn (the reply is in its
     # prompt, so longer replies lengthen it); judge: at most one call per conversation
-    for name, model, unit, units, role in (("classifier", classifier_model, measured.classifier, cls_turns, "classifier"),
-                                           ("judge", judge_model, measured.judge, float(total_conv), "judge")):
+    for name, model, unit, units in (("classifier", classifier_model, measured.classifier, cls_turns),
+                                     ("judge", judge_model, measured.judge, float(total_conv))):
         per = unit.per_unit()
         if per is None:
             continue
@@ -952,7 +953,7 @@ def estimate(config: dict, measured: Measured, registry: dict, throughput: Throu
             t = _unit_profile(per, lic[name].get("max_tokens", 8), sc).scaled(units)
             if name == "classifier":
                 t = _grow(t, cls_extra[sc] * per.requests, 0.0)
-            r.add(role, sc, t, 1.0)
+            r.add(name, sc, t, 1.0)
 
     # sharding: one job per dataset, per-question means of the measured shard jobs
     n_questions = sum(config["datasets"][d]["n_questions"] for d in lic["datasets"])
@@ -1014,7 +1015,8 @@ def estimate(config: dict, measured: Measured, registry: dict, throughput: Throu
         r.load_seconds = tp.load_seconds(r.params_b)
         for sc in SCENARIOS:
             t = r.tokens[sc]
-            compute = tp.gpu_seconds(t.backend_prompt_tokens, t.backend_completion_tokens, r.params_b, r.gpu_model, r.gpus)
+            compute = tp.gpu_seconds(t.backend_prompt_tokens, t.backend_completion_tokens, r.params_b, r.gpu_model,
+                                     r.gpus)
             r.gpu_hours[sc] = (compute + r.loads * r.load_seconds * r.gpus) / 3600.0
         # per-job wall time of this model's simulate jobs: the heaviest job (sum over its
         # cells of everything that runs on its model), fullest chunk
@@ -1024,7 +1026,8 @@ def estimate(config: dict, measured: Measured, registry: dict, throughput: Throu
                 continue
             for sc in SCENARIOS:
                 t = per[sc]
-                gs = tp.gpu_seconds(t.backend_prompt_tokens, t.backend_completion_tokens, r.params_b, r.gpu_model, r.gpus)
+                gs = tp.gpu_seconds(t.backend_prompt_tokens, t.backend_completion_tokens, r.params_b, r.gpu_model,
+                                    r.gpus)
                 heaviest[sc] = max(heaviest[sc], gs)
         r.job_gpu_s_per_question_run = heaviest["long"]
         if r.jobs:
@@ -1265,7 +1268,8 @@ def format_report(est: dict[str, Any]) -> str:
         rows.append([
             m["model"], "+".join(ROLE_SHORT.get(r, r) for r in m["roles"]),
             "-" if m["params_b"] is None else m["params_b"], gpus, m["simulate_jobs"], f"{m['conversations']:,}",
-            m["model_loads"], _fmt_n(tm["requests"]), _fmt_n(tm["prompt_tokens"]), _fmt_n(tm["completion_tokens"]),
+            m["model_loads"] if m["gpus_per_job"] else "-", _fmt_n(tm["requests"]), _fmt_n(tm["prompt_tokens"]),
+            _fmt_n(tm["completion_tokens"]),
             _fmt_n(tl["completion_tokens"]), _fmt_h(m["gpu_hours"]["measured"]), _fmt_h(m["gpu_hours"]["long"]),
         ])
     t_m, t_l = est["totals"]["measured"], est["totals"]["long"]
@@ -1299,7 +1303,7 @@ def format_report(est: dict[str, Any]) -> str:
                             _fmt_h(m.get("gpu_hours_recommended", {}).get("measured")),
                             _fmt_h(m.get("gpu_hours_recommended", {}).get("long"))]
                            for m in lay["models"]]
-                          + [["TOTAL (all GPU models)", "", "", sum(m["jobs_now"] for m in lay["models"]),
+                          + [["TOTAL", "", "", sum(m["jobs_now"] for m in lay["models"]),
                               sum(m["jobs_recommended"] for m in lay["models"]), "", "",
                               _fmt_h(lay["gpu_hours_recommended"]["measured"]),
                               _fmt_h(lay["gpu_hours_recommended"]["long"])]],
