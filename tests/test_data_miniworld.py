@@ -68,7 +68,7 @@ def test_every_question_is_fair(spec, seed):
         else:
             (a, ya), (b, yb) = links
             assert ya != yb and ans == (a if int(ya) < int(yb) else b) and _has(q.question, ans)
-        assert 40 <= min(len(t.split()) for t in texts) and max(len(t.split()) for t in texts) <= 70
+        assert 30 <= min(len(t.split()) for t in texts) and max(len(t.split()) for t in texts) <= 60
 
 
 def test_names_and_answers_are_unambiguous():
@@ -91,7 +91,7 @@ def test_passage_lengths_across_seeds():
     for seed in range(10):
         _, ps = generate_world(SMALL, seed)
         counts = [len(p.text.split()) for p in ps]
-        assert 40 <= min(counts) and max(counts) <= 70
+        assert 30 <= min(counts) and max(counts) <= 60
 
 
 def test_decomposition_is_a_fair_shard_set():

@@ -319,13 +319,16 @@ def cmd_accounting(a):
 
 
 def cmd_estimate(a):
-    from convrag.estimate import DEFAULT_PROMPTS, Throughput, format_report, run_estimate
+    from convrag.estimate import Throughput, format_report, run_estimate
 
     tp = Throughput(**{k: v for k, v in (("prefill_mfu", a.prefill_mfu), ("decode_mfu", a.decode_mfu),
                                          ("load_fixed_s", a.load_seconds), ("load_gb_per_s", a.load_gb_per_s))
                        if v is not None})
-    est = run_estimate(a.config, a.accounting_glob, a.shard_accounting_glob, a.prompts or DEFAULT_PROMPTS, tp,
-                       job_minutes=a.job_minutes, passage_tokens=a.passage_tokens)
+    est = run_estimate(a.config, a.accounting_glob, a.shard_accounting_glob, tp,
+                       job_minutes=a.job_minutes, passage_tokens=a.passage_tokens,
+                       classifier_globs=a.classifier_accounting_glob, judge_globs=a.judge_accounting_glob,
+                       graph_globs=a.graph_accounting_glob, index_manifest_globs=a.index_manifest_glob,
+                       **({"measured_config": a.measured_config} if a.measured_config else {}))
     text = json.dumps(est, indent=2) if a.json else format_report(est)
     if a.out:
         from convrag.io import atomic_open
@@ -460,7 +463,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "results/lic_rag/conversations/**/chunk*.accounting.json)")
     s.add_argument("--shard-accounting-glob", action="append", default=None, metavar="GLOB",
                    help="shard accounting files (repeatable; default results/lic_rag/shards/*/accounting.json)")
-    s.add_argument("--prompts", default=None, help="lic_rag assistant prompts of the measured run (default: the repo's)")
+    for flag, what in (("--classifier-accounting-glob", "classifier jobs (results/lic_rag/categories/*/*.accounting.json)"),
+                       ("--judge-accounting-glob", "judge jobs (results/lic_rag/judgments/*/*.accounting.json)"),
+                       ("--graph-accounting-glob", "knowledge-graph builds (results/graphs/*/accounting.json)"),
+                       ("--index-manifest-glob", "index manifests with LLM build cost (results/indexes/*/*/manifest.json)")):
+        s.add_argument(flag, action="append", default=None, metavar="GLOB", help=f"accounting of the measured {what}")
+    s.add_argument("--measured-config", default=None, help="the config of the measured run (default config/config.yaml)")
     s.add_argument("--passage-tokens", type=float, default=None,
                    help="mean tokens per retrieved passage in the target corpora (default: as measured)")
     s.add_argument("--prefill-mfu", type=float, default=None, help="prefill efficiency (default 0.40)")

@@ -69,7 +69,6 @@ DEFAULT_INDEX_MANIFEST_GLOB = "results/indexes/*/*/manifest.json"
 DEFAULT_MEASURED_CONFIG = REPO_ROOT / "config" / "config.yaml"
 # kept for ``convrag estimate --prompts`` (cli.py); the job layout measures the user simulator
 # directly, so no prompt file is read any more
-DEFAULT_PROMPTS = REPO_ROOT / "resources" / "prompts" / "lic_rag" / "assistant.yaml"
 
 CELL_ROLES = ("assistant", "user_simulator")
 CONDITIONS = ("FULL", "CONCAT", "SHARDED", "RECAP", "SNOWBALL")
@@ -1332,7 +1331,7 @@ def prepared_corpus_passages(config: dict) -> dict[str, int]:
 
 
 def run_estimate(config_path: str | Path, accounting_globs: Iterable[str] | None = None,
-                 shard_globs: Iterable[str] | None = None, prompts_path: str | Path | None = None,
+                 shard_globs: Iterable[str] | None = None,
                  throughput: Throughput | None = None, job_minutes: float = 240.0,
                  budget_fraction: float = 0.5, passage_tokens: float | None = None, *,
                  classifier_globs: Iterable[str] | None = None, judge_globs: Iterable[str] | None = None,
@@ -1340,9 +1339,7 @@ def run_estimate(config_path: str | Path, accounting_globs: Iterable[str] | None
                  measured_config: dict | str | Path | None = DEFAULT_MEASURED_CONFIG,
                  corpus_passages: dict[str, int] | None = None) -> dict[str, Any]:
     """``convrag estimate``: measure (default globs: the default run under ./results) and plan
-    ``config_path``. ``prompts_path`` is not read (the job layout measures the user simulator
-    directly); it stays in the signature for the CLI's ``--prompts``. ``corpus_passages``
-    adds to (and overrides) the corpus sizes found under the target's results dir."""
+    ``config_path``. ``corpus_passages`` adds to (and overrides) the corpus sizes found under the target's results dir."""
     from convrag.llm.registry import load_registry
 
     config = load_config(config_path)

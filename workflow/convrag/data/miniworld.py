@@ -297,7 +297,8 @@ def _flavour(g: _Gen, kind: str, n: int) -> list[str]:
 
 
 def _write_text(g: _Gen, e: Entity) -> str:
-    """3-4 sentences (40-70 words) stating this entity's own facts; never a fact whose
+    """3-4 sentences (25-60 words: short, since every prompt carries several) stating this
+    entity's own facts; never a fact whose
     subject is another entity, so each relation is stated in exactly one passage."""
     r = e.rel
     if e.kind == "country":
@@ -314,10 +315,10 @@ def _write_text(g: _Gen, e: Entity) -> str:
                 f"and is an important centre of regional trade and crafts. {_flavour(g, 'city', 1)[0]}")
     if e.kind == "person":
         sur = e.attrs["surname"]
-        fl = _flavour(g, "person", 2)
+        fl = _flavour(g, "person", 1)
         return (f"{e.name} is a {e.attrs['prof']} who was born in {r['born_in'].name} in {e.year}. "
                 f"{sur} studied at {r['studied'].name} before beginning a career in {_PROFESSIONS[e.attrs['prof']]}. "
-                f"{sur} {fl[0]} According to friends, {sur} {fl[1]}")
+                f"{sur} {fl[0]}")
     if e.kind in _ORGS:
         founder, home = r["founder"].name, r["home"].name
         if e.kind == "company":
@@ -330,7 +331,7 @@ def _write_text(g: _Gen, e: Entity) -> str:
         else:
             head = (f"{e.name} is an orchestra based in {home}. It was founded in {e.year} by {founder} "
                     f"and gives about {int(g.rng.integers(30, 90))} concerts each season.")
-        return f"{head} {' '.join(_flavour(g, 'org', 2))}"
+        return f"{head} {_flavour(g, 'org', 1)[0]}"
     w = _WORK[e.kind]
     made = {"novel": "a novel written by", "film": "a film directed by", "album": "an album recorded by"}[e.kind]
     by = {"novel": "by", "film": "and was produced by", "album": "by the record label"}[e.kind]
