@@ -147,60 +147,6 @@ def cmd_shard_review(a):
         write_records(a.out, apply_review(sets, qs, a.review) if a.review else sets)
 
 
-def _conversations(paths):
-    from convrag.records import Conversation, read_records
-
-    return [c for p in paths for c in read_records(p, Conversation)]
-
-
-def cmd_classify(a):
-    import yaml
-
-    from convrag.io import write_jsonl
-    from convrag.judges.categories import classify_turns
-    from convrag.llm.engine import EnginePool
-
-    _set_threads(a.threads)
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        engine = pool.engine(a.model)
-        recs = classify_turns(_conversations(a.conversations), engine, yaml.safe_load(open(a.prompts)), a.max_tokens)
-        write_jsonl(a.out, recs)
-        engine.write_accounting(a.accounting)
-    finally:
-        pool.close()
-    bad = sum(1 for r in recs if not r["parsed"])
-    print(f"classify: {len(recs)} assistant turns, {bad} classifier outputs named no category", file=sys.stderr)
-
-
-def cmd_judge(a):
-    import yaml
-
-    from convrag.io import write_jsonl
-    from convrag.judges.correctness import judge_answers
-    from convrag.llm.engine import EnginePool
-    from convrag.records import Question, read_records
-
-    _set_threads(a.threads)
-    qs = {(q.dataset, q.qid): q for p in a.questions for q in read_records(p, Question)}
-    items = []
-    for c in _conversations(a.conversations):
-        q = qs.get((c.dataset, c.qid))
-        if q is None:
-            raise ConfigError(f"judge: conversation {c.conv_id} refers to unknown question {c.dataset}/{c.qid}")
-        items.append({"key": c.conv_id, "question": q.question, "answers": list(q.answers), "prediction": c.final_answer})
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        engine = pool.engine(a.model)
-        recs = judge_answers(items, engine, yaml.safe_load(open(a.prompts)), a.max_tokens)
-        write_jsonl(a.out, recs)
-        engine.write_accounting(a.accounting)
-    finally:
-        pool.close()
-    bad = sum(1 for r in recs if not r["parsed"])
-    print(f"judge: {len(recs)} final answers, {bad} judge outputs were neither CORRECT nor INCORRECT", file=sys.stderr)
-
-
 def _cells(text: str) -> list[tuple[str, str]]:
     """``FULL:none,SHARDED:history`` -> [("FULL", "none"), ("SHARDED", "history")]."""
     out = []
@@ -216,6 +162,7 @@ def cmd_simulate(a):
     import yaml
 
     from convrag.io import write_json
+    from convrag.judges import label
     from convrag.llm.engine import EnginePool
     from convrag.records import Passage, Question, ShardSet, read_records, write_records
     from convrag.retrieval import load_retriever, uses_llm
@@ -232,6 +179,10 @@ def cmd_simulate(a):
     passages = {p.doc_id: p for p in read_records(a.corpus, Passage)} if a.retriever != "closed_book" else {}
     pool = EnginePool(a.registry, a.cache)
     roles = {"assistant": pool.engine(a.model), "user_simulator": pool.engine(a.user_model)}
+    if a.classifier_model:
+        roles["classifier"] = pool.engine(a.classifier_model)
+    if a.judge_model:
+        roles["judge"] = pool.engine(a.judge_model)
     if uses_llm(a.retriever):
         roles["retriever"] = pool.engine(a.retriever_llm or a.model)
     retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=roles.get("retriever"))
@@ -242,6 +193,14 @@ def cmd_simulate(a):
         prompts=yaml.safe_load(open(a.prompts)), settings=settings,
     )
     by_cell = runner.run(chunk, shards)
+    if "classifier" in roles or "judge" in roles:
+        if not (a.classifier_model and a.judge_model and a.classifier_prompts and a.judge_prompts):
+            raise ConfigError("simulate: give --classifier-model/--classifier-prompts and --judge-model/--judge-prompts "
+                              "together (or none of them: conversations are then not labelled)")
+        label([c for v in by_cell.values() for c in v], {(q.dataset, q.qid): q for q in chunk},
+              roles["classifier"], yaml.safe_load(open(a.classifier_prompts)),
+              roles["judge"], yaml.safe_load(open(a.judge_prompts)),
+              a.settings.get("classifier", {}).get("max_tokens", 8), a.settings.get("judge", {}).get("max_tokens", 8))
     try:
         for (cond, pol), convs in by_cell.items():
             write_records(f"{a.out_dir}/{cond}_{pol}/chunk{a.chunk}.jsonl", convs)
@@ -282,7 +241,7 @@ def cmd_convert_model(a):
 def cmd_score(a):
     from convrag.studies.lic_rag import score_conversations, write_parquet
 
-    convs, turns = score_conversations(a.conversations, a.questions, a.recall_k, a.categories, a.judgments)
+    convs, turns = score_conversations(a.conversations, a.questions, a.recall_k)
     write_parquet(convs, a.out)
     write_parquet(turns, a.out_turns)
 
@@ -398,22 +357,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--review", default=None, help="apply: the edited review file (none: copy the shards as they are)")
     s.add_argument("--out", required=True)
 
-    for name, fn, what in (("classify", cmd_classify, "label every assistant turn with its response category (LLM)"),
-                           ("judge", cmd_judge, "judge final-answer correctness with an LLM (equivalents accepted)")):
-        s = add(name, fn, what)
-        s.add_argument("--conversations", nargs="+", required=True)
-        if name == "judge":
-            s.add_argument("--questions", nargs="+", required=True)
-        for k in ("prompts", "model", "registry", "cache", "out", "accounting"):
-            s.add_argument(f"--{k}", required=True)
-        s.add_argument("--max-tokens", type=int, default=8)
-        s.add_argument("--threads", type=int, default=None)
-
     s = add("simulate", cmd_simulate, "simulate one chunk of lic_rag conversations for every cell of one retriever "
             "(lockstep batched)")
     for k in ("questions", "shards", "corpus", "index-dir", "retriever", "retriever-name", "prompts", "dataset",
               "model", "user-model", "registry", "cache", "out-dir", "accounting"):
         s.add_argument(f"--{k}", required=True)
+    for k in ("classifier-model", "classifier-prompts", "judge-model", "judge-prompts"):
+        s.add_argument(f"--{k}", default=None, help="label turns and judge answers after the simulation (all four)")
     s.add_argument("--cells", type=_cells, required=True, help="CONDITION:POLICY,... e.g. FULL:none,SHARDED:history")
     s.add_argument("--retriever-llm", default=None, help="registry model of an LLM-using retriever (default: --model)")
     s.add_argument("--retriever-params", type=_json, default={})
@@ -431,8 +381,6 @@ def build_parser() -> argparse.ArgumentParser:
             "dependency order) into Parquet")
     s.add_argument("--conversations", nargs="+", required=True)
     s.add_argument("--questions", nargs="+", required=True)
-    s.add_argument("--categories", nargs="*", default=[])
-    s.add_argument("--judgments", nargs="*", default=[])
     s.add_argument("--recall-k", "--top-k", dest="recall_k", type=int, default=5)
     s.add_argument("--out", required=True)
     s.add_argument("--out-turns", required=True)

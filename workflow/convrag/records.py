@@ -139,6 +139,8 @@ class Conversation(Record):
     final_answer: str | None = None
     answered: bool = False
     n_unanswered_turns: int = 0
+    # the LLM judge's verdict on final_answer: {correct, method, parsed, raw} (judges.correctness)
+    judgment: dict | None = None
 
 
 @dataclass

@@ -265,6 +265,8 @@ def simulate_inputs(wc):
         corpus=f"{RES}/corpora/{corpus}/corpus.jsonl",
         index=f"{RES}/indexes/{corpus}/{wc.retriever}/manifest.json",
         prompts=f"{PROMPTS}/lic_rag/assistant.yaml",
+        classifier_prompts=f"{PROMPTS}/lic_rag/classifier.yaml",
+        judge_prompts=f"{PROMPTS}/lic_rag/judge.yaml",
     )
 
 
@@ -278,6 +280,8 @@ def simulate_settings(wc):
         "max_extra_turns",
         "assistant",
         "user_simulator",
+        "classifier",
+        "judge",
     )
     return jarg({k: LIC[k] for k in keys})
 
@@ -288,4 +292,6 @@ def simulate_cells_arg(wc):
 
 def simulate_models(wc):
     """Every model a simulate job runs (GPU env and resources follow the heaviest)."""
-    return [wc.model, USER_MODEL] + [m for m in [retriever_llm(config, wc.retriever)] if m]
+    return [wc.model, USER_MODEL, CLASSIFIER_MODEL, JUDGE_MODEL] + [
+        m for m in [retriever_llm(config, wc.retriever)] if m
+    ]

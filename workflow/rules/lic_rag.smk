@@ -1,6 +1,7 @@
 # lic_rag: shard questions (with a manual review round trip), simulate conversations (one job
-# per dataset x model x retriever x question chunk, all delivery cells in lockstep), label
-# turns and judge answers, score, and build every table and figure.
+# per dataset x model x retriever x question chunk, all delivery cells in lockstep; the job
+# then labels every assistant turn and judges every final answer), score, and build every
+# table and figure.
 # (Target, input and params functions live in common.smk.)
 
 
@@ -111,6 +112,8 @@ rule simulate:
         retriever_kind=lambda wc: retriever_kind(config, wc.retriever),
         retriever_params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),
         retriever_llm=lambda wc: retriever_llm(config, wc.retriever) or wc.model,
+        classifier=CLASSIFIER_MODEL,
+        judge=JUDGE_MODEL,
         out_dir=lambda wc: f"{LIC_OUT}/conversations/{wc.dataset}/{wc.model}/{wc.retriever}",
         user_model=USER_MODEL,
         registry=REGISTRY,
@@ -122,6 +125,8 @@ rule simulate:
         " --retriever-name {wildcards.retriever} --retriever-llm {params.retriever_llm}"
         " --prompts {input.prompts} --dataset {wildcards.dataset} --model {wildcards.model}"
         " --user-model {params.user_model} --cells {params.cells} --chunk {wildcards.chunk}"
+        " --classifier-model {params.classifier} --classifier-prompts {input.classifier_prompts}"
+        " --judge-model {params.judge} --judge-prompts {input.judge_prompts}"
         " --settings {params.settings} --registry {params.registry} --cache {params.cache}"
         " --threads {threads} --out-dir {params.out_dir} --accounting {output.accounting} 2> {log}"
 
@@ -135,80 +140,11 @@ use rule simulate as simulate_closed_book with:
         retriever=alternatives(CLOSED),
 
 
-rule classify_turns:
-    input:
-        conversations=lambda wc: conversation_files(wc.dataset, wc.model),
-        prompts=f"{PROMPTS}/lic_rag/classifier.yaml",
-    output:
-        categories=f"{LIC_OUT}/categories/{{dataset}}/{{model}}.jsonl",
-        accounting=f"{LIC_OUT}/categories/{{dataset}}/{{model}}.accounting.json",
-    log:
-        "logs/lic_rag/classify/{dataset}/{model}.log",
-    conda:
-        conda_env(models=[CLASSIFIER_MODEL])
-    threads: config["threads"]["simulate"]
-    resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=gpu_resources(CLASSIFIER_MODEL)["gpu"],
-        gpu_model=gpu_resources(CLASSIFIER_MODEL).get("gpu_model", ""),
-    params:
-        model=CLASSIFIER_MODEL,
-        max_tokens=LIC["classifier"]["max_tokens"],
-        registry=REGISTRY,
-        cache=CACHE,
-    shell:
-        "convrag classify --conversations {input.conversations} --prompts {input.prompts}"
-        " --model {params.model} --max-tokens {params.max_tokens} --registry {params.registry}"
-        " --cache {params.cache} --threads {threads} --out {output.categories}"
-        " --accounting {output.accounting} 2> {log}"
-
-
-rule judge_answers:
-    input:
-        conversations=lambda wc: conversation_files(wc.dataset, wc.model),
-        questions=f"{RES}/datasets/{{dataset}}/questions.jsonl",
-        prompts=f"{PROMPTS}/lic_rag/judge.yaml",
-    output:
-        judgments=f"{LIC_OUT}/judgments/{{dataset}}/{{model}}.jsonl",
-        accounting=f"{LIC_OUT}/judgments/{{dataset}}/{{model}}.accounting.json",
-    log:
-        "logs/lic_rag/judge/{dataset}/{model}.log",
-    conda:
-        conda_env(models=[JUDGE_MODEL])
-    threads: config["threads"]["simulate"]
-    resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=gpu_resources(JUDGE_MODEL)["gpu"],
-        gpu_model=gpu_resources(JUDGE_MODEL).get("gpu_model", ""),
-    params:
-        model=JUDGE_MODEL,
-        max_tokens=LIC["judge"]["max_tokens"],
-        registry=REGISTRY,
-        cache=CACHE,
-    shell:
-        "convrag judge --conversations {input.conversations} --questions {input.questions}"
-        " --prompts {input.prompts} --model {params.model} --max-tokens {params.max_tokens}"
-        " --registry {params.registry} --cache {params.cache} --threads {threads}"
-        " --out {output.judgments} --accounting {output.accounting} 2> {log}"
-
-
 rule score_lic_rag:
     input:
         conversations=conversation_files(),
         questions=expand(
             f"{RES}/datasets/{{dataset}}/questions.jsonl", dataset=LIC["datasets"]
-        ),
-        categories=expand(
-            f"{LIC_OUT}/categories/{{dataset}}/{{model}}.jsonl",
-            dataset=LIC["datasets"],
-            model=LIC["models"],
-        ),
-        judgments=expand(
-            f"{LIC_OUT}/judgments/{{dataset}}/{{model}}.jsonl",
-            dataset=LIC["datasets"],
-            model=LIC["models"],
         ),
     output:
         conversations=f"{LIC_OUT}/scores/conversations.parquet",
@@ -221,7 +157,6 @@ rule score_lic_rag:
         recall_k=LIC["recall_k"],
     shell:
         "convrag score --conversations {input.conversations} --questions {input.questions}"
-        " --categories {input.categories} --judgments {input.judgments}"
         " --recall-k {params.recall_k} --out {output.conversations} --out-turns {output.turns} 2> {log}"
 
 

@@ -40,7 +40,7 @@ import pandas as pd
 
 from convrag.config import REPO_ROOT
 from convrag.errors import DataError
-from convrag.io import atomic_path, iter_jsonl, read_json
+from convrag.io import atomic_path, read_json
 from convrag.metrics.qa import exact_match, f1_score
 from convrag.metrics.reliability import aptitude, unreliability
 from convrag.metrics.retrieval import recall_at_k
@@ -57,18 +57,6 @@ CATEGORIES = ("answer_attempt", "clarification", "interrogation", "discussion", 
 
 # ---- scoring ---------------------------------------------------------------------------------
 
-def _read_keyed(paths, key_cols, where: str) -> dict:
-    out = {}
-    for p in paths or []:
-        for lineno, rec in iter_jsonl(p):
-            try:
-                k = tuple(rec[c] for c in key_cols)
-            except KeyError as e:
-                raise DataError(f"{p}:{lineno}: {where} record lacks '{e.args[0]}'") from e
-            out[k] = rec
-    return out
-
-
 def _order_kept(c: Conversation) -> float:
     """1.0 if the shards were revealed in dependency order (shard ids increasing), 0.0 if
     not, NaN for single-turn conditions."""
@@ -78,14 +66,11 @@ def _order_kept(c: Conversation) -> float:
     return float(all(a < b for a, b in zip(ids, ids[1:])))
 
 
-def score_conversations(conv_paths: list[str], question_paths: list[str], recall_k: int,
-                        category_paths=(), judgment_paths=()) -> tuple[pd.DataFrame, pd.DataFrame]:
+def score_conversations(conv_paths: list[str], question_paths: list[str], recall_k: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     questions: dict[tuple[str, str], Question] = {}
     for p in question_paths:
         for q in read_records(p, Question):
             questions[(q.dataset, q.qid)] = q
-    categories = _read_keyed(category_paths, ("conv_id", "turn"), "category")
-    judgments = _read_keyed(judgment_paths, ("key",), "judgment")
     conv_rows, turn_rows = [], []
     run_turn, qrels_turn, run_cum = {}, {}, {}
     for p in conv_paths:
@@ -107,18 +92,17 @@ def score_conversations(conv_paths: list[str], question_paths: list[str], recall
                     run_turn[key] = ranked
                     run_cum[key] = dict(seen)
                 qrels_turn[key] = {d: 1 for d in q.supporting_doc_ids}
-                cat = categories.get((c.conv_id, i), {})
                 cost = t.get("retrieval_cost") or {}
                 turn_rows.append({
                     "conv_id": c.conv_id, **{k: getattr(c, k) for k in KEYS}, "qid": c.qid, "run": c.run,
                     "turn": i, "answered": bool(t["answered"]), "f1": f1, "em": em, "n_retrieved": len(ranked),
-                    "category": cat.get("category"), "category_parsed": cat.get("parsed"),
+                    "category": t.get("category"), "category_parsed": t.get("category_parsed"),
                     "retrieval_llm_calls": cost.get("llm_calls", 0),
                     "retrieval_prompt_tokens": cost.get("prompt_tokens", 0),
                     "retrieval_completion_tokens": cost.get("completion_tokens", 0),
                     "retrieval_parse_failures": cost.get("parse_failures", 0),
                 })
-            j = judgments.get((c.conv_id,), {})
+            j = c.judgment or {}
             conv_rows.append({
                 "conv_id": c.conv_id, **{k: getattr(c, k) for k in KEYS}, "qid": c.qid, "run": c.run,
                 "hops": q.hops, "n_turns": len(a_turns),
