@@ -249,7 +249,7 @@ def test_simulate_succeeds_with_healthy_server(healthy_run):
     usage_prompt = sum(sum(len(m["content"].split()) for m in h.body["messages"]) for h in hits)
     assert a["prompt_tokens"] == a["backend_prompt_tokens"] == usage_prompt
     assert acc["job"] == {**acc["job"], "conversations": 6, "questions": 3, "unanswered_turns": 0}
-    assert "user_simulator" not in acc  # same model: one engine
+    assert acc["user_simulator"]["requests"] == 0  # FULL: the user simulator (its own accounting) is never asked
 
 
 def test_failed_job_keeps_paid_answers_and_rerun_pays_only_the_rest(inputs, server, tmp_path, healthy_run):

@@ -16,7 +16,7 @@ def test_shipped_registry():
     reg = load_registry(ROOT / "config" / "models.yaml")
     assert "smollm2-135m" in reg
     default = reg["smollm2-135m"]
-    assert default.backend == "transformers" and default.batch_size == 8
+    assert default.backend == "transformers" and default.batch_size == 32
     folder, gguf = default.weights_location()
     assert gguf == "SmolLM2-135M-Instruct.Q4_1.gguf" and (Path(folder) / gguf).exists()
     paper = {n: s for n, s in reg.items() if n != "smollm2-135m"}

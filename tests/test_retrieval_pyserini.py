@@ -28,7 +28,7 @@ def test_pyserini_agrees_with_bm25s(tmp_path):
     write_records(tmp_path / "c.jsonl", DOCS)
     build_index("bm25", tmp_path / "c.jsonl", tmp_path / "bm25s", {})
     build_index("bm25", tmp_path / "c.jsonl", tmp_path / "lucene", {"backend": "pyserini"})
-    assert sorted(p.name for p in (tmp_path / "lucene").iterdir()) == ["lucene", "manifest.json"]
+    assert sorted(p.name for p in (tmp_path / "lucene").iterdir()) == [".convrag-artifact", "lucene", "manifest.json"]
     a = load_retriever("bm25", tmp_path / "bm25s", {}).search(QUERIES, 3)
     b = load_retriever("bm25", tmp_path / "lucene", {"backend": "pyserini"}).search(QUERIES, 3)
     assert [h[0][0] for h in a] == ["d2", "d4", "d3", "d5", "d6"]

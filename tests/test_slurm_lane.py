@@ -265,7 +265,7 @@ def test_slurm_outputs_equal_local_run(slurm_run, local_run):
 @needs_slurm
 def test_failing_job_fails_the_run(tmp_path):
     wd = tmp_path / "fail"
-    # the mini world has 4 questions: asking for 9 makes `convrag select-questions` exit 1
+    # the default mini world has 3 questions: asking for 9 makes `convrag select-questions` exit 1
     proc = _snakemake(wd, "results/datasets/miniworld/questions.jsonl", slurm=True, n_questions=9)
     assert proc.returncode != 0, "snakemake exited 0 although a SLURM job failed"
     submitted = _submitted(wd)

@@ -230,9 +230,17 @@ def lic_rag_targets():
     # LLM cache) and everything downstream of it, not silently keep stale tables.
     return (
         conversation_files()
-        + [f for n in ["table1_datasets", *TABLES, "accounting"] for f in table_files(n)]
+        + [
+            f
+            for n in ["table1_datasets", *TABLES, "accounting"]
+            for f in table_files(n)
+        ]
         + [f for n in FIGURES for f in figure_files(n)]
-        + [f"{LIC_OUT}/shards/{ds}/{name}" for ds in LIC["datasets"] for name in ("shard_report.md", "review.yaml")]
+        + [
+            f"{LIC_OUT}/shards/{ds}/{name}"
+            for ds in LIC["datasets"]
+            for name in ("shard_report.md", "review.yaml")
+        ]
     )
 
 
@@ -287,7 +295,9 @@ def simulate_settings(wc):
 
 
 def simulate_cells_arg(wc):
-    return ",".join(f"{c}:{p}" for c, p in cells(config, is_closed_book(config, wc.retriever)))
+    return ",".join(
+        f"{c}:{p}" for c, p in cells(config, is_closed_book(config, wc.retriever))
+    )
 
 
 def simulate_models(wc):

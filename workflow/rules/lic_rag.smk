@@ -90,12 +90,12 @@ rule simulate:
     output:
         conversations=cell_outputs(closed=False),
         accounting=f"{LIC_OUT}/conversations/{{dataset}}/{{model}}/{{retriever}}/chunk{{chunk}}.accounting.json",
-    wildcard_constraints:
-        retriever=alternatives(OPEN),
     log:
         "logs/lic_rag/simulate/{dataset}/{model}/{retriever}/chunk{chunk}.log",
     benchmark:
         "benchmarks/out/simulate/{dataset}/{model}/{retriever}/chunk{chunk}.tsv"
+    wildcard_constraints:
+        retriever=alternatives(OPEN),
     conda:
         # vllm-gpu when any model of the job runs on GPUs, java-bm25 for a pyserini
         # retriever, else cpu (API and CPU models)
@@ -172,10 +172,10 @@ rule lic_rag_table:
             subcategory="tables",
         ),
         md=f"{LIC_OUT}/tables/{{target}}.md",
-    wildcard_constraints:
-        target=alternatives(TABLES),
     log:
         "logs/lic_rag/tables/{target}.log",
+    wildcard_constraints:
+        target=alternatives(TABLES),
     conda:
         CONDA_ENVS["cpu"]
     params:
@@ -201,10 +201,10 @@ use rule lic_rag_table as lic_rag_figure with:
         pdf=f"{LIC_OUT}/figures/{{target}}.pdf",
         csv=f"{LIC_OUT}/figures/{{target}}.csv",
         md=f"{LIC_OUT}/figures/{{target}}.md",
-    wildcard_constraints:
-        target=alternatives(FIGURES),
     log:
         "logs/lic_rag/figures/{target}.log",
+    wildcard_constraints:
+        target=alternatives(FIGURES),
 
 
 rule table1_datasets:
@@ -212,7 +212,9 @@ rule table1_datasets:
         questions=expand(
             f"{RES}/datasets/{{dataset}}/questions.jsonl", dataset=LIC["datasets"]
         ),
-        shards=expand(f"{LIC_OUT}/shards/{{dataset}}/final.jsonl", dataset=LIC["datasets"]),
+        shards=expand(
+            f"{LIC_OUT}/shards/{{dataset}}/final.jsonl", dataset=LIC["datasets"]
+        ),
         corpora=[f"{RES}/corpora/{corpus_of(d)}/corpus.jsonl" for d in LIC["datasets"]],
     output:
         csv=report(
