@@ -61,14 +61,14 @@ def main() -> int:
         by_id = {p.doc_id: p for p in passages}
 
         def runner():
-            return ConversationRunner(condition="SHARDED", policy="history", retriever=retriever,
+            return ConversationRunner(cells=[("SHARDED", "history")], retriever=retriever,
                                       retriever_name="bm25", model_name=args.model, user_model_name=args.model,
                                       dataset="bench", passages=by_id, assistant_engine=engine,
                                       user_engine=engine, prompts=prompts, settings=settings)
 
         b0 = engine.accounting.backend_seconds
         t0 = time.perf_counter()
-        lockstep = runner().run(questions, shards)
+        lockstep = runner().run(questions, shards)[("SHARDED", "history")]
         t_lock = time.perf_counter() - t0
         inside = engine.accounting.backend_seconds - b0
 
@@ -76,7 +76,7 @@ def main() -> int:
         single = []
         for q in questions:
             for run in range(args.runs):
-                single.extend(runner().run([q], shards, runs=[run]))
+                single.extend(runner().run([q], shards, runs=[run])[("SHARDED", "history")])
         t_single = time.perf_counter() - t0
 
     same = sum(json.dumps(a.turns) == json.dumps(b.turns) for a, b in zip(lockstep, single))
