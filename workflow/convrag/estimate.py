@@ -4,38 +4,45 @@ a SLURM layout, for any config, from the token counts a finished run measured.
 Method (docs/scaling.md has the reasoning, the assumptions and the numbers):
 
 1. **Measure.** A simulate job (one per dataset x model x retriever x question chunk) runs
-   every (condition, policy) cell of its retriever in lockstep and writes
+   every (condition, policy) cell of its retriever in lockstep, then labels its assistant
+   turns (turn classifier) and judges its final answers (answer judge), and writes
    ``<retriever>/chunk<i>.accounting.json``: the Engine totals of each role (``assistant``,
-   ``user_simulator``, and ``retriever`` for a retriever that calls an LLM) and, under
-   ``cells``, what each cell's conversations asked of the assistant and the user simulator.
-   Cells are pooled over jobs by (condition, policy, retrieval closed|open) into
-   per-conversation means (ratio of sums). The conversation files of the cells
+   ``user_simulator``, ``classifier``, ``judge``, and ``retriever`` for a retriever that calls
+   an LLM) and, under ``cells``, what each cell's conversations asked of the assistant and the
+   user simulator. Cells are pooled over jobs by (condition, policy, retrieval closed|open)
+   into per-conversation means (ratio of sums). The conversation files of the cells
    (``<retriever>/<COND>_<policy>/chunk<i>.jsonl``) add, per cell, the retriever's LLM work
    (the ``retrieval_cost`` of every assistant turn, pooled per retriever *kind*: ToG-2 and PoG
-   make several calls per query, HippoRAG one), the assistant turns the classifier labels, and
-   how many earlier replies each prompt carries (for the ``long`` scenario). Shard,
-   classifier, judge, knowledge-graph and RAPTOR-build accounting give means per question,
-   per assistant turn, per conversation and per corpus passage.
+   make several calls per query, HippoRAG one), the assistant turns and those with a
+   non-empty reply (one classifier call each; an empty reply is labelled ``missing`` by rule),
+   the conversations the LLM judged (``judgment.method == "llm"``), and how many earlier
+   replies each prompt carries (for the ``long`` scenario). The job's ``classifier`` and
+   ``judge`` accounting over those counts give tokens per classified turn and per judged
+   conversation (pooled over the jobs whose conversation files are all there). Shard,
+   knowledge-graph and RAPTOR-build accounting give means per question and per corpus passage.
 2. **Plan.** The target config's own grid (``convrag.config.simulate_jobs``, the function the
    Snakefile uses) gives every job, its model, retriever and cells, and its conversations per
    cell (questions in the chunk x runs; every question is assumed to pass sharding, so this
-   is an upper bound). One model load per job and model the job runs.
+   is an upper bound). One model load per job and model the job runs (assistant, user
+   simulator, retriever LLM, classifier, judge: a model serving several roles loads once).
 3. **Multiply.** Per role: the assistant's tokens go to the job's model, the user
    simulator's to the user model, the retriever's to the retriever's LLM, the classifier's
-   (per assistant turn) and the judge's (per conversation) to their models, the knowledge
-   graph's (per passage, once per corpus) to the KG model, RAPTOR's summaries (per passage,
-   once per corpus) to its LLM, sharding (per question) to the sharding model.
+   (per classified assistant turn of each written cell) and the judge's (per judged
+   conversation) to their models, within each simulate job; the knowledge graph's (per
+   passage, once per corpus) to the KG model, RAPTOR's summaries (per passage, once per corpus)
+   to its LLM, sharding (per question) to the sharding model.
 4. **Time.** GPU-seconds = prefill tokens / prefill rate + decode tokens / decode rate, rates
    per GPU from a FLOP model (``Throughput``: efficiency x peak bf16 FLOP/s of the registry's
    gpu_model / (2 x params)), divided by a tensor-parallel efficiency, plus the model loads.
-   A job's wall time is the sum over its cells (they share the job's GPUs). These are
-   *assumptions*, not measurements; override them on the command line.
+   A job's wall time is the sum over its cells, labelling included (they share the job's
+   GPUs). These are *assumptions*, not measurements; override them on the command line.
 
 Two scenarios bracket the completion lengths: ``measured`` uses the measured tokens per call
 (capped at the target's max_tokens); ``long`` assumes every assistant, user-simulator,
 classifier, judge, sharding, OpenIE and RAPTOR-summary reply reaches the target config's
-max_tokens, including the longer histories that follow. Retriever calls keep their measured
-lengths in both (their budgets are per call type inside each retriever).
+max_tokens, including the longer histories that follow (so no assistant reply is empty and
+every assistant turn is classified). Retriever calls keep their measured lengths in both
+(their budgets are per call type inside each retriever).
 
 Cache: the backend figures are re-estimated for a *cold* cache (``cold_backend``): in-job
 duplicates are answered once, as in any run, but answers a job found in the LLM cache (from an
@@ -61,16 +68,15 @@ from convrag.retrieval import RETRIEVERS, needs_graph, uses_llm
 
 DEFAULT_ACCOUNTING_GLOB = "results/lic_rag/conversations/**/chunk*.accounting.json"
 DEFAULT_SHARD_ACCOUNTING_GLOB = "results/lic_rag/shards/*/accounting.json"
-DEFAULT_CLASSIFIER_ACCOUNTING_GLOB = "results/lic_rag/categories/*/*.accounting.json"
-DEFAULT_JUDGE_ACCOUNTING_GLOB = "results/lic_rag/judgments/*/*.accounting.json"
 DEFAULT_GRAPH_ACCOUNTING_GLOB = "results/graphs/*/accounting.json"
 DEFAULT_INDEX_MANIFEST_GLOB = "results/indexes/*/*/manifest.json"
 # the config of the measured run (retriever name -> kind, top_k shown): the default run's
 DEFAULT_MEASURED_CONFIG = REPO_ROOT / "config" / "config.yaml"
-# kept for ``convrag estimate --prompts`` (cli.py); the job layout measures the user simulator
-# directly, so no prompt file is read any more
 
 CELL_ROLES = ("assistant", "user_simulator")
+# job-level roles that label the job's written conversations (judges.label), measured per unit
+LABEL_ROLES = ("classifier", "judge")
+JUDGE_METHODS = ("no_answer", "exact_match", "llm")
 CONDITIONS = ("FULL", "CONCAT", "SHARDED", "RECAP", "SNOWBALL")
 # RAPTOR calls its LLM only to build the tree (summaries); at query time its costs are zeros
 BUILD_TIME_ONLY_LLM = frozenset({"raptor"})
@@ -234,12 +240,17 @@ class Cell:
     conversations: int = 0
     roles: dict[str, Tokens] = field(default_factory=lambda: {r: Tokens() for r in CELL_ROLES})
     # from the conversation files (where read): their conversations, assistant turns (what the
-    # classifier labels; a RECAP file repeats its SHARDED twin's turns), and per charged call
-    # the number of earlier assistant replies in its prompt
+    # classifier labels; a RECAP file repeats its SHARDED twin's turns) and those with a
+    # non-empty reply (one classifier call each), and per charged call the number of earlier
+    # assistant replies in its prompt
     file_conversations: int = 0
     assistant_turns: int = 0
+    classified_turns: int = 0
     assistant_history: int = 0
     user_history: int = 0
+    # the judge: conversations of the files that carry a judgment, and those the LLM judged
+    judgment_conversations: int = 0
+    judged_conversations: int = 0
 
     def per_conversation(self) -> dict[str, Tokens]:
         n = max(self.conversations, 1)
@@ -247,6 +258,13 @@ class Cell:
 
     def turns_per_conversation(self) -> float | None:
         return self.assistant_turns / self.file_conversations if self.file_conversations else None
+
+    def classified_per_conversation(self) -> float | None:
+        return self.classified_turns / self.file_conversations if self.file_conversations else None
+
+    def judged_share(self) -> float | None:
+        """Share of conversations the LLM judges (method llm), among those with a judgment."""
+        return self.judged_conversations / self.judgment_conversations if self.judgment_conversations else None
 
     def history_per_conversation(self) -> tuple[float, float] | None:
         if not self.file_conversations:
@@ -270,7 +288,8 @@ class RetrieverCell:
 
 @dataclass
 class PerUnit:
-    """A stage measured per unit of work (question, assistant turn, conversation, passage)."""
+    """A stage measured per unit of work (question, classified assistant turn, judged
+    conversation, passage); ``files``: the accounting files (or simulate jobs) it pools."""
 
     unit: str
     files: int = 0
@@ -322,6 +341,13 @@ class FileStats:
 
     conversations: int = 0
     assistant_turns: int = 0
+    classified: int = 0  # assistant turns with a non-empty reply: one classifier call each
+    unlabelled: int = 0  # assistant turns without 'category_raw' ...
+    first_unlabelled: int | None = None  # ... and the first record that has one
+    judgment_conversations: int = 0  # conversations with a 'judgment'
+    judged: int = 0  # ... whose method is llm
+    judge_keys: set = field(default_factory=set)  # distinct (dataset, qid, final_answer) of those
+    first_unjudged: int | None = None  # the first record without a judgment
     assistant_history: int = 0
     user_history: int = 0
     queries: int = 0  # charged assistant turns that retrieved (a query was sent)
@@ -340,6 +366,11 @@ def scan_conversations(convs: list[dict], condition: str, top_k: int | None, whe
     reply to the recap turn (the user turn with ``recap: true``) is its own. A user turn with
     a ``rephrased`` key came from the user simulator, whose prompt holds the conversation so
     far. Passages shown per turn: the first ``top_k`` of ``retrieved`` (which holds recall_k).
+    Labels (judges.label): every assistant turn of the file is labelled, a RECAP file's
+    repeated turns too; a reply that is empty after stripping is labelled ``missing`` by rule,
+    every other one costs a classifier call (counted by the reply, not by ``category_raw``,
+    which is also empty when the classifier itself returned nothing). The judge calls the LLM
+    for ``judgment.method == "llm"``, once per distinct (question, gold answers, final answer).
     """
     s = FileStats()
     for i, conv in enumerate(convs, start=1):
@@ -347,6 +378,18 @@ def scan_conversations(convs: list[dict], condition: str, top_k: int | None, whe
         if not isinstance(turns, list):
             raise DataError(f"{where}: record {i}: no 'turns' list")
         s.conversations += 1
+        j = conv.get("judgment")
+        if isinstance(j, dict):
+            method = j.get("method")
+            if method not in JUDGE_METHODS:
+                raise DataError(f"{where}: record {i}: judgment.method is {method!r}, not one of "
+                                f"{', '.join(JUDGE_METHODS)}")
+            s.judgment_conversations += 1
+            if method == "llm":
+                s.judged += 1
+                s.judge_keys.add((conv.get("dataset"), conv.get("qid"), conv.get("final_answer")))
+        elif s.first_unjudged is None:
+            s.first_unjudged = i
         replies = 0
         after_recap = False
         for t in turns:
@@ -356,6 +399,12 @@ def scan_conversations(convs: list[dict], condition: str, top_k: int | None, whe
                 after_recap = bool(t.get("recap"))
                 continue
             s.assistant_turns += 1
+            if (t.get("text") or "").strip():
+                s.classified += 1
+            if "category_raw" not in t:
+                s.unlabelled += 1
+                if s.first_unlabelled is None:
+                    s.first_unlabelled = i
             if condition != "RECAP" or after_recap:
                 s.assistant_history += replies
                 if t.get("query") is not None:

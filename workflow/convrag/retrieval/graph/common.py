@@ -142,6 +142,17 @@ def top_docs(scores: np.ndarray, kg: KnowledgeGraph, k: int, dense: np.ndarray |
     return hits
 
 
+def strictly_decreasing(values: list[float]) -> list[float]:
+    """Scores nudged down by one float step where they tie, so that ranking by score (what
+    the retrieval metrics do) keeps the retriever's own order."""
+    out: list[float] = []
+    for v in values:
+        if out and v >= out[-1]:
+            v = float(np.nextafter(out[-1], -np.inf))
+        out.append(float(v))
+    return out
+
+
 # ---- index folders of graph retrievers ---------------------------------------------------
 
 def write_graph_index(out_dir, retriever: str, params: dict, corpus_path, graph_dir, t0: float,

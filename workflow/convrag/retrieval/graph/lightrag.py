@@ -185,15 +185,6 @@ def _top(sims: np.ndarray, top_k: int, threshold: float) -> list[int]:
     return [int(i) for i in order if sims[i] >= threshold]
 
 
-def _strictly_decreasing(values: list[float]) -> list[float]:
-    out: list[float] = []
-    for v in values:
-        if out and v >= out[-1]:
-            v = float(np.nextafter(out[-1], -np.inf))
-        out.append(float(v))
-    return out
-
-
 class LightRAGRetriever(Retriever):
     name = NAME
 
@@ -267,7 +258,7 @@ class LightRAGRetriever(Retriever):
         reached = np.flatnonzero(scores > 0)
         order = sorted(reached.tolist(), key=lambda d: (-scores[d], -degree[d], d))
         ranked = np.zeros(self.kg.n_docs)
-        ranked[order] = _strictly_decreasing([float(scores[d]) for d in order])
+        ranked[order] = common.strictly_decreasing([float(scores[d]) for d in order])
         return common.top_docs(ranked, self.kg, k, dense=dense)
 
     def search(self, queries: list[str], k: int) -> list[Hits]:

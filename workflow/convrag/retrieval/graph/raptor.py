@@ -319,15 +319,6 @@ def load(index_dir, params: dict | None, corpus_path=None, llm=None) -> "RaptorR
     return RaptorRetriever(tree, emb, p, where=index_dir)
 
 
-def _strictly_decreasing(values: list[float]) -> list[float]:
-    out: list[float] = []
-    for v in values:
-        if out and v >= out[-1]:
-            v = float(np.nextafter(out[-1], -np.inf))
-        out.append(float(v))
-    return out
-
-
 class RaptorRetriever(Retriever):
     name = NAME
 
@@ -388,7 +379,7 @@ class RaptorRetriever(Retriever):
                 seen.add(leaf)
                 picked.append(leaf)
                 scores.append((1.0 + float(sims[leaf])) / 2.0)
-        return list(zip([self.doc_ids[i] for i in picked], _strictly_decreasing(scores)))
+        return list(zip([self.doc_ids[i] for i in picked], common.strictly_decreasing(scores)))
 
     def search(self, queries: list[str], k: int) -> list[Hits]:
         check_k(k)
