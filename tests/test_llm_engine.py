@@ -105,3 +105,24 @@ def test_label_logprobs(backend):
 def test_load_engine_is_lazy(tmp_path):
     eng = load_engine("smollm2-135m", ROOT / "config" / "models.yaml", tmp_path / "c.sqlite")
     assert not eng.backend_loaded and eng.spec.batch_size == 32
+
+
+def test_shared_prefix_and_finished_rows_change_no_text(backend):
+    """The decode loop's two shortcuts (the batch's common prompt prefix computed once; rows
+    leaving the batch when they end) give the same text as each request decoded alone."""
+    system = {"role": "system", "content": "You answer in one short sentence, then a line 'Answer: <x>'."}
+    reqs = [Request([system, {"role": "user", "content": q}],
+                    sampling=Sampling(temperature=0.7 if i % 2 else 0.0, top_p=0.9, max_tokens=8 + 8 * (i % 4),
+                                      stop=("\n\n",) if i % 3 == 0 else ()), seed=3, sample_index=i)
+            for i, q in enumerate(QUESTIONS)]
+    assert backend.share_prefix
+    shared = backend.generate(reqs)
+    backend.share_prefix = False
+    try:
+        unshared = backend.generate(reqs)
+    finally:
+        backend.share_prefix = True
+    alone = [backend.generate([r])[0] for r in reqs]
+    assert [r.text for r in shared] == [r.text for r in unshared] == [r.text for r in alone]
+    assert [r.completion_tokens for r in shared] == [r.completion_tokens for r in alone]
+    assert len({r.completion_tokens for r in shared}) > 1  # rows really ended at different steps

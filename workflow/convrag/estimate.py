@@ -444,6 +444,10 @@ class JobAccounting:
     cells: dict[tuple[str, str], CellRecord]
     notes: list[str] = field(default_factory=list)
     warm_cache: bool = False  # some role found answers in the LLM cache
+    # classifier / judge: (units, cold-cache tokens) over the whole job: classified assistant
+    # turns, judged conversations; None when the job has no such accounting, or a conversation
+    # file is missing (the units come from the files)
+    labels: dict[str, tuple[int, Tokens] | None] = field(default_factory=dict)
 
     @property
     def closed(self) -> bool:
@@ -461,9 +465,9 @@ def _retriever_kind(name: str, kinds: dict[str, str] | None, path: Path, source:
 
 def read_simulate_accounting(path: str | Path, retriever_kinds: dict[str, str] | None = None,
                              top_k: int | None = None, source: str = "no config") -> JobAccounting:
-    """One simulate job: its cells with conversations, tokens per role, and what the cells'
-    conversation files add. The path carries the job:
-    .../<dataset>/<model>/<retriever>/chunk<i>.accounting.json."""
+    """One simulate job: its cells with conversations, tokens per role, what the cells'
+    conversation files add, and its classifier and judge per unit (see ``JobAccounting``).
+    The path carries the job: .../<dataset>/<model>/<retriever>/chunk<i>.accounting.json."""
     path = Path(path)
     acc = _read_json(path, "accounting")
     if path.parent.name.partition("_")[0] in CONDITIONS:
@@ -548,14 +552,46 @@ def read_simulate_accounting(path: str | Path, retriever_kinds: dict[str, str] |
         if round(charged_llm_calls) != round(asked):
             notes.append(f"{path}: the conversation files' retrieval_cost sum to {charged_llm_calls:.0f} retriever "
                          f"LLM calls, the job's retriever accounting to {asked:.0f}")
+    labels: dict[str, tuple[int, Tokens] | None] = {}
+    for role in LABEL_ROLES:
+        labels[role] = None
+        if role not in acc:
+            continue
+        if not all_files:
+            notes.append(f"{path}: its '{role}' accounting is not used: conversation files of the job are missing "
+                         "(they give its units of work)")
+            continue
+        for (cond, pol), rec in cells.items():
+            s = rec.stats
+            conv_path = path.parent / f"{cond}_{pol}" / f"chunk{chunk}.jsonl"
+            if role == "classifier" and s.unlabelled:
+                raise DataError(f"{conv_path}: record {s.first_unlabelled}: an assistant turn has no 'category_raw', "
+                                f"but {path} has a 'classifier' accounting (a stale conversation file?)")
+            if role == "judge" and s.first_unjudged is not None:
+                raise DataError(f"{conv_path}: record {s.first_unjudged}: no 'judgment', but {path} has a 'judge' "
+                                "accounting (a stale conversation file?)")
+        warm = warm or bool(acc[role].get("cache_hits"))
+        stats = [rec.stats for rec in cells.values()]
+        if role == "classifier":
+            units = sum(s.classified for s in stats)
+            expected, what = units, "assistant turns with a non-empty reply"
+        else:
+            units = sum(s.judged for s in stats)
+            expected = len(set().union(*(s.judge_keys for s in stats)))
+            what = "distinct (question, final answer) pairs with judgment.method llm"
+        asked = float(acc[role].get("requests", 0) or 0)
+        if round(asked) != expected:
+            notes.append(f"{path}: its '{role}' accounting has {asked:.0f} requests, its conversation files "
+                         f"{expected} {what}")
+        labels[role] = (units, cold_backend(acc[role]))
     n_conv = int(acc["job"].get("conversations", sum(c.conversations for c in cells.values())) or 0)
-    return JobAccounting(path, dataset, model, retriever, kind, n_conv, cells, notes, warm)
+    return JobAccounting(path, dataset, model, retriever, kind, n_conv, cells, notes, warm, labels)
 
 
 def read_stage_accounting(path: str | Path, records_name: str | None = None) -> tuple[int, Tokens, bool]:
-    """A one-job stage (shards, classifier, judge): (units, cold-cache tokens, warm cache?).
-    Units = records of the output file beside the accounting: ``records_name`` (shards.jsonl),
-    or the accounting's own name with ``.jsonl`` (categories/judgments ``<model>.jsonl``)."""
+    """A one-job stage (shards): (units, cold-cache tokens, warm cache?). Units = records of
+    the output file beside the accounting: ``records_name`` (shards.jsonl), or the
+    accounting's own name with ``.jsonl``."""
     path = Path(path)
     acc = _read_json(path, "accounting")
     if not isinstance(acc, dict) or "requests" not in acc:
@@ -618,8 +654,9 @@ class Measured:
     cells: dict[tuple[str, str, str], Cell] = field(default_factory=dict)
     retriever_cells: dict[tuple[str, str, str], RetrieverCell] = field(default_factory=dict)  # (kind, cond, policy)
     sharding: PerUnit = field(default_factory=lambda: PerUnit("question"))
-    classifier: PerUnit = field(default_factory=lambda: PerUnit("assistant turn"))
-    judge: PerUnit = field(default_factory=lambda: PerUnit("conversation"))
+    # measured inside the simulate jobs (files = jobs)
+    classifier: PerUnit = field(default_factory=lambda: PerUnit("assistant turn with a non-empty reply"))
+    judge: PerUnit = field(default_factory=lambda: PerUnit("conversation judged by the LLM"))
     graph: PerUnit = field(default_factory=lambda: PerUnit("passage"))
     raptor: PerUnit = field(default_factory=lambda: PerUnit("passage"))
     files: int = 0
@@ -658,6 +695,9 @@ class Measured:
             if s is not None:
                 cell.file_conversations += s.conversations
                 cell.assistant_turns += s.assistant_turns
+                cell.classified_turns += s.classified
+                cell.judgment_conversations += s.judgment_conversations
+                cell.judged_conversations += s.judged
                 cell.assistant_history += s.assistant_history
                 cell.user_history += s.user_history
                 self.shown += s.shown
@@ -669,6 +709,12 @@ class Measured:
                     rc.queries += s.queries
                     rc.tokens.add(rec.retriever)
                     rc.parse_failures += s.parse_failures
+        for name, unit in (("classifier", self.classifier), ("judge", self.judge)):
+            got = job.labels.get(name)
+            if got is not None:
+                unit.files += 1
+                unit.units += got[0]
+                unit.tokens.add(got[1])
 
 
 def _measured_run(measured_config: dict | str | Path | None) -> tuple[dict[str, str] | None, int | None, str]:
@@ -681,12 +727,12 @@ def _measured_run(measured_config: dict | str | Path | None) -> tuple[dict[str, 
 
 
 def measure(accounting_globs: Iterable[str], shard_globs: Iterable[str] = (), *,
-            classifier_globs: Iterable[str] = (), judge_globs: Iterable[str] = (),
             graph_globs: Iterable[str] = (), index_manifest_globs: Iterable[str] = (),
             measured_config: dict | str | Path | None = None) -> Measured:
     """Read a finished (or partly finished) run. ``measured_config`` is that run's config: it
     maps retriever names to kinds and gives the top_k the assistant was shown (None: names
-    must be kinds, and every retrieved passage counts as shown)."""
+    must be kinds, and every retrieved passage counts as shown). The classifier and the judge
+    are read from the simulate jobs' accounting (roles ``classifier``, ``judge``)."""
     accounting_globs = list(accounting_globs)
     files = _expand(accounting_globs)
     if not files:
@@ -703,18 +749,23 @@ def measure(accounting_globs: Iterable[str], shard_globs: Iterable[str] = (), *,
         m.add_job(job)
         warm += job.warm_cache
 
-    stages = (("sharding", m.sharding, list(shard_globs), "shards.jsonl", "sharding calls"),
-              ("classifier", m.classifier, list(classifier_globs), None, "turn-classifier calls"),
-              ("judge", m.judge, list(judge_globs), None, "answer-judge calls"))
-    for name, unit, globs, records, what in stages:
-        for f in _expand(globs):
-            n, tok, w = read_stage_accounting(f, records)
-            unit.files += 1
-            unit.units += n
-            unit.tokens.add(tok)
-            warm += w
+    for name, unit, what in (("classifier", m.classifier, "turn-classifier calls"),
+                             ("judge", m.judge, "answer-judge calls")):
         if not unit.files:
-            m.notes.append(f"no {name} accounting matches {globs}: {what} are left out")
+            m.notes.append(f"no measured simulate job has a '{name}' accounting and all its conversation files: "
+                           f"{what} are left out")
+        elif unit.files < m.files:
+            m.notes.append(f"'{name}' measured in {unit.files} of {m.files} simulate jobs (the others have no "
+                           f"'{name}' accounting or miss conversation files)")
+    shard_globs = list(shard_globs)
+    for f in _expand(shard_globs):
+        n, tok, w = read_stage_accounting(f, "shards.jsonl")
+        m.sharding.files += 1
+        m.sharding.units += n
+        m.sharding.tokens.add(tok)
+        warm += w
+    if not m.sharding.files:
+        m.notes.append(f"no sharding accounting matches {shard_globs}: sharding calls are left out")
     for f in _expand(graph_globs):
         n, tok, w = read_graph_accounting(f)
         m.graph.files += 1
@@ -764,8 +815,7 @@ def _lookup(measured: Measured, key: tuple[str, str, str], notes: list[str]) -> 
     if key in measured.cells:
         return measured.cells[key]
     cond, pol, ret = key
-    for alt in [(cond, p, ret) for p in ("history", "current", "none")] + [(cond, pol, o) for o in ("open", "closed")] \
-            + [(cond, p, o) for p in ("history", "current", "none") for o in ("open", "closed")]:
+    for alt in _alternatives(key):
         if alt in measured.cells:
             _note(notes, f"cell {_key_str(key)} was not measured: using {_key_str(alt)}")
             return measured.cells[alt]
@@ -788,6 +838,55 @@ def _lookup_retriever(measured: Measured, kind: str, cond: str, pol: str, notes:
         _note(notes, f"retriever kind {kind} calls an LLM per query, but no measured conversation of that kind carries "
                      "retrieval_cost: its query-time LLM tokens are left out (measure a run that includes it)")
     return None
+
+
+def _alternatives(key: tuple[str, str, str]) -> list[tuple[str, str, str]]:
+    """The cells ``_lookup`` tries for ``key``, in order (same condition)."""
+    cond, pol, ret = key
+    return [(cond, p, ret) for p in ("history", "current", "none")] + [(cond, pol, o) for o in ("open", "closed")] \
+        + [(cond, p, o) for p in ("history", "current", "none") for o in ("open", "closed")]
+
+
+def _label_rates(measured: Measured, key: tuple[str, str, str], cell: Cell,
+                 notes: list[str]) -> dict[str, Any]:
+    """Per conversation of cell ``key`` (``cell``: its measured profile): classifier calls in
+    each scenario (measured: assistant turns with a non-empty reply; long: every assistant
+    turn, since no reply is empty at max_tokens) and the share of conversations the LLM judges.
+
+    Without a conversation file for the cell, the classifier's calls are the assistant calls
+    charged to it (plus, for RECAP, its SHARDED twin's, whose turns the RECAP file repeats),
+    every reply counted as non-empty; the judged share is borrowed from the nearest cell of the
+    condition with judgments (``_lookup``'s order), else pooled over all measured cells, else
+    unknown (None)."""
+    cond, pol, ret = key
+    per_conv = cell.classified_per_conversation()
+    if per_conv is not None:
+        cls = {"measured": per_conv, "long": cell.turns_per_conversation()}
+    else:
+        n = cell.per_conversation()["assistant"].requests
+        if cond == "RECAP":
+            n += _lookup(measured, ("SHARDED", pol, ret), notes).per_conversation()["assistant"].requests
+        _note(notes, f"cell {_key_str(key)}: no conversation file read: the classifier's calls are taken as the "
+                     "assistant calls charged to the cell" + (" and its SHARDED twin" if cond == "RECAP" else "")
+                     + " (every reply counted as non-empty)")
+        cls = {"measured": n, "long": n}
+    share = cell.judged_share()
+    if share is None:
+        for alt in _alternatives(key):
+            c = measured.cells.get(alt)
+            if c is not None and c.judged_share() is not None:
+                share = c.judged_share()
+                _note(notes, f"cell {_key_str(key)}: no judged conversation file: the share of conversations "
+                             f"the LLM judges is taken from {_key_str(alt)} ({share:.3f})")
+                break
+    if share is None:
+        judged = sum(c.judged_conversations for c in measured.cells.values())
+        with_judgment = sum(c.judgment_conversations for c in measured.cells.values())
+        if with_judgment:
+            share = judged / with_judgment
+            _note(notes, f"cell {_key_str(key)}: no judged conversation of condition {cond} was measured: the share "
+                         f"of conversations the LLM judges is the pooled one ({share:.3f})")
+    return {"classifier": cls, "judged_share": share}
 
 
 def _size_class(params_b: float | None) -> str:
@@ -857,8 +956,8 @@ class ModelRow:
     roles: set[str] = field(default_factory=set)
     jobs: int = 0  # simulate jobs with this assistant model
     conversations: int = 0  # conversations of those jobs (all cells)
-    sim_loads: int = 0  # simulate jobs that run this model (any role): one load each
-    other_loads: int = 0  # shard, classifier, judge, knowledge-graph and index-build jobs
+    sim_loads: int = 0  # simulate jobs that run this model (any role, labelling included): one load each
+    other_loads: int = 0  # shard, knowledge-graph and index-build jobs
     tokens: dict[str, Tokens] = field(default_factory=lambda: {sc: Tokens() for sc in SCENARIOS})
     by_role: dict[str, dict[str, Tokens]] = field(default_factory=dict)
     gpu_hours: dict[str, float | None] = field(default_factory=lambda: {sc: 0.0 for sc in SCENARIOS})
@@ -923,10 +1022,14 @@ def estimate(config: dict, measured: Measured, registry: dict, throughput: Throu
     jobs = simulate_jobs(config)
     cells_used: dict[str, dict[str, Any]] = {}
     profiles: dict[tuple, dict[str, dict[str, Any]]] = {}
+    label_profiles: dict[tuple, dict[str, dict[str, Any]]] = {}
+    # per classified assistant turn / judged conversation, from the simulate jobs' accounting
+    cls_per, judge_per = measured.classifier.per_unit(), measured.judge.per_unit()
+    cls_cap, judge_cap = lic["classifier"].get("max_tokens", 8), lic["judge"].get("max_tokens", 8)
     # per (model, retriever): tokens per question-run on the job's own (assistant) model
     job_tokens: dict[tuple[str, str], dict[str, Tokens]] = {}
-    cls_turns = 0.0
-    cls_extra = {sc: 0.0 for sc in SCENARIOS}  # classifier prompt tokens added by longer replies
+    cls_turns = 0.0  # classifier calls (measured scenario) and conversations the LLM judges
+    judged_conv: float | None = 0.0
     total_conv = 0
     for job in jobs:
         kind = retriever_kind(config, job["retriever"])
@@ -938,7 +1041,9 @@ def estimate(config: dict, measured: Measured, registry: dict, throughput: Throu
             _note(notes, "a RECAP cell without its SHARDED twin: the twin is simulated (and charged) but not written")
         a = row(job["model"])
         a.jobs += 1
-        used = {job["model"]}
+        # the job's models, each loaded once: assistant, user simulator (multi-turn cells),
+        # retriever LLM, and the classifier and judge that label the job's conversations
+        used = {job["model"], classifier_model, judge_model}
         if any(c in MULTI_TURN for c, _, _ in run):
             used.add(user_model)
         if r_llm is not None:
@@ -952,11 +1057,7 @@ def estimate(config: dict, measured: Measured, registry: dict, throughput: Throu
             if key not in profiles:
                 cell = _lookup(measured, key, notes)
                 delta = passage_delta if key[2] == "open" else 0.0
-                prof = {sc: _cell_profile(cell, lic, sc, delta) for sc in SCENARIOS}
-                if prof["measured"]["turns"] is None:
-                    _note(notes, f"cell {_key_str(key)}: no conversation file read: the classifier's assistant turns "
-                                 "are taken as the assistant calls charged to the cell")
-                profiles[key] = prof
+                profiles[key] = {sc: _cell_profile(cell, lic, sc, delta) for sc in SCENARIOS}
             prof = profiles[key]
             rc = _lookup_retriever(measured, kind, cond, pol, notes) if r_llm is not None else None
             r_per = rc.per_conversation() if rc is not None else None
@@ -975,33 +1076,38 @@ def estimate(config: dict, measured: Measured, registry: dict, throughput: Throu
                         own[sc].add(r_per)
             if not written:
                 continue
+            # labelling, inside the job: one classifier call per classified assistant turn (the
+            # reply is in its prompt, so longer replies lengthen it), one judge call per judged
+            # conversation (in-job duplicates folded into the per-unit means)
+            if key not in label_profiles:
+                rates = _label_rates(measured, key, _lookup(measured, key, notes), notes)
+                share = rates["judged_share"]
+                label_profiles[key] = {sc: {
+                    "calls": rates["classifier"][sc],
+                    "judged": share,
+                    "classifier": None if cls_per is None else _grow(
+                        _unit_profile(cls_per, cls_cap, sc).scaled(rates["classifier"][sc]),
+                        rates["classifier"][sc] * prof[sc]["da"] * cls_per.requests, 0.0),
+                    "judge": None if judge_per is None or share is None else
+                    _unit_profile(judge_per, judge_cap, sc).scaled(share),
+                } for sc in SCENARIOS}
+            lp = label_profiles[key]
+            for sc in SCENARIOS:
+                for role, model in (("classifier", classifier_model), ("judge", judge_model)):
+                    t = lp[sc][role]
+                    if t is None:
+                        continue
+                    row(model).add(role, sc, t, n_conv)
+                    if fill_own and model == job["model"]:
+                        own[sc].add(t)
             a.conversations += n_conv
             total_conv += n_conv
-            turns = prof["measured"]["turns"]
-            if turns is None:
-                turns = prof["measured"]["assistant"].requests
-            cls_turns += n_conv * turns
-            for sc in SCENARIOS:
-                cls_extra[sc] += n_conv * turns * prof[sc]["da"]
+            cls_turns += n_conv * lp["measured"]["calls"]
+            share = lp["measured"]["judged"]
+            judged_conv = None if judged_conv is None or share is None else judged_conv + n_conv * share
             cu = cells_used.setdefault(_key_str(key), {"jobs": 0, "conversations": 0})
             cu["jobs"] += 1
             cu["conversations"] += n_conv
-
-    n_stage_jobs = len(lic["datasets"]) * len(lic["models"])
-    # classifier: one job per dataset x model, one call per assistant turn (the reply is in its
-    # prompt, so longer replies lengthen it); judge: at most one call per conversation
-    for name, model, unit, units in (("classifier", classifier_model, measured.classifier, cls_turns),
-                                     ("judge", judge_model, measured.judge, float(total_conv))):
-        per = unit.per_unit()
-        if per is None:
-            continue
-        r = row(model)
-        r.other_loads += n_stage_jobs
-        for sc in SCENARIOS:
-            t = _unit_profile(per, lic[name].get("max_tokens", 8), sc).scaled(units)
-            if name == "classifier":
-                t = _grow(t, cls_extra[sc] * per.requests, 0.0)
-            r.add(name, sc, t, 1.0)
 
     # sharding: one job per dataset, per-question means of the measured shard jobs
     n_questions = sum(config["datasets"][d]["n_questions"] for d in lic["datasets"])
@@ -1083,8 +1189,8 @@ def estimate(config: dict, measured: Measured, registry: dict, throughput: Throu
             for sc in SCENARIOS:
                 r.max_job_minutes[sc] = (r.load_seconds + conv_per_cell * heaviest[sc] / r.gpus) / 60.0
         if r.sim_loads > r.jobs:
-            notes.append(f"{r.model}: runs as user simulator or retriever LLM inside other models' simulate jobs, "
-                         "which request GPUs only for their own assistant model")
+            notes.append(f"{r.model}: runs as user simulator, retriever LLM, classifier or judge inside other models' "
+                         "simulate jobs, which request GPUs only for their own assistant model")
 
     layout = _layout(config, rows, job_minutes, budget_fraction)
     return {
@@ -1122,6 +1228,9 @@ def estimate(config: dict, measured: Measured, registry: dict, throughput: Throu
                     "per_conversation": {r: t.to_dict(2) for r, t in c.per_conversation().items()},
                     "assistant_turns_per_conversation": (None if c.turns_per_conversation() is None
                                                          else round(c.turns_per_conversation(), 3)),
+                    "classified_turns_per_conversation": (None if c.classified_per_conversation() is None
+                                                          else round(c.classified_per_conversation(), 3)),
+                    "judged_share": None if c.judged_share() is None else round(c.judged_share(), 3),
                 }
                 for k, c in sorted(measured.cells.items())
             },
@@ -1149,13 +1258,12 @@ def estimate(config: dict, measured: Measured, registry: dict, throughput: Throu
             "simulate_jobs": len(jobs),
             "simulate_chunks_per_model_and_retriever": chunks_now,
             "shard_jobs": len(lic["datasets"]),
-            "classifier_jobs": n_stage_jobs,
-            "judge_jobs": n_stage_jobs,
             "graph_builds": builds["knowledge_graph"],
             "raptor_builds": builds["raptor"],
             "questions": n_questions,
             "conversations": total_conv,
             "assistant_turns_classified": round(cls_turns, 1),
+            "conversations_judged": None if judged_conv is None else round(judged_conv, 1),
             "cells": cells_used,
         },
         "models": [_row_dict(r) for r in rows.values()],
@@ -1289,14 +1397,14 @@ def format_report(est: dict[str, Any]) -> str:
     lines = [
         f"lic_rag grid: {len(c['datasets'])} datasets ({g['questions']} questions) x {len(c['models'])} models x "
         f"{len(c['retrievers'])} retrievers, {c['runs']} runs, chunk_size {c['chunk_size']}",
-        f"  {g['simulate_jobs']:,} simulate jobs (all cells of a retriever in one job) + {g['shard_jobs']} shard jobs + "
-        f"{g['classifier_jobs']} classifier and {g['judge_jobs']} judge jobs + {len(g['graph_builds'])} knowledge-graph "
-        f"and {len(g['raptor_builds'])} RAPTOR builds; {g['conversations']:,} conversations "
+        f"  {g['simulate_jobs']:,} simulate jobs (all cells of a retriever in one job, which also classifies its "
+        f"assistant turns and judges its answers) + {g['shard_jobs']} shard jobs + {len(g['graph_builds'])} "
+        f"knowledge-graph and {len(g['raptor_builds'])} RAPTOR builds; {g['conversations']:,} conversations "
         "(every question assumed to pass sharding)",
         f"  measured on {ms['simulate_files']} simulate job files (models: {', '.join(ms['models'])}; retrievers: "
-        f"{', '.join(ms['retrievers'])}), {ms['sharding']['files']} shard, {ms['classifier']['files']} classifier, "
-        f"{ms['judge']['files']} judge, {ms['knowledge_graph']['files']} graph and {ms['raptor_build']['files']} "
-        "RAPTOR accounting files",
+        f"{', '.join(ms['retrievers'])}; classifier measured in {ms['classifier']['files']}, judge in "
+        f"{ms['judge']['files']} of them), {ms['sharding']['files']} shard, {ms['knowledge_graph']['files']} graph "
+        f"and {ms['raptor_build']['files']} RAPTOR accounting files",
     ]
     if c["tokens_per_passage"] is not None:
         lines.append(
@@ -1383,14 +1491,22 @@ def run_estimate(config_path: str | Path, accounting_globs: Iterable[str] | None
                  shard_globs: Iterable[str] | None = None,
                  throughput: Throughput | None = None, job_minutes: float = 240.0,
                  budget_fraction: float = 0.5, passage_tokens: float | None = None, *,
-                 classifier_globs: Iterable[str] | None = None, judge_globs: Iterable[str] | None = None,
                  graph_globs: Iterable[str] | None = None, index_manifest_globs: Iterable[str] | None = None,
                  measured_config: dict | str | Path | None = DEFAULT_MEASURED_CONFIG,
-                 corpus_passages: dict[str, int] | None = None) -> dict[str, Any]:
+                 corpus_passages: dict[str, int] | None = None,
+                 classifier_globs: None = None, judge_globs: None = None) -> dict[str, Any]:
     """``convrag estimate``: measure (default globs: the default run under ./results) and plan
-    ``config_path``. ``corpus_passages`` adds to (and overrides) the corpus sizes found under the target's results dir."""
+    ``config_path``. ``corpus_passages`` adds to (and overrides) the corpus sizes found under the target's results dir.
+    The classifier and the judge are measured from the simulate jobs' accounting;
+    ``classifier_globs`` / ``judge_globs`` are refused (transitional: cli.py still passes them,
+    as None, until its --classifier-accounting-glob / --judge-accounting-glob options go)."""
     from convrag.llm.registry import load_registry
 
+    for name, value in (("classifier-accounting-glob", classifier_globs), ("judge-accounting-glob", judge_globs)):
+        if value is not None:
+            raise ConfigError(f"estimate: --{name} is gone: the classifier and the judge run inside each simulate job "
+                              "and are measured from its accounting (roles 'classifier', 'judge' of "
+                              "results/lic_rag/conversations/**/chunk*.accounting.json)")
     config = load_config(config_path)
     reg_path = Path(config["models_registry"])
     registry = load_registry(reg_path if reg_path.is_absolute() else REPO_ROOT / reg_path)
@@ -1400,8 +1516,6 @@ def run_estimate(config_path: str | Path, accounting_globs: Iterable[str] | None
 
     measured = measure(accounting_globs or [DEFAULT_ACCOUNTING_GLOB],
                        pick(shard_globs, DEFAULT_SHARD_ACCOUNTING_GLOB),
-                       classifier_globs=pick(classifier_globs, DEFAULT_CLASSIFIER_ACCOUNTING_GLOB),
-                       judge_globs=pick(judge_globs, DEFAULT_JUDGE_ACCOUNTING_GLOB),
                        graph_globs=pick(graph_globs, DEFAULT_GRAPH_ACCOUNTING_GLOB),
                        index_manifest_globs=pick(index_manifest_globs, DEFAULT_INDEX_MANIFEST_GLOB),
                        measured_config=measured_config)
