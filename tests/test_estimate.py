@@ -12,18 +12,24 @@ hits and no duplicates, so every backend figure equals the asked-for one:
                       SHARDED_history  2 conv  assistant  6 / 2600 / 140, user_simulator 4 / 400 / 40
   hipporag/chunk0     FULL_none        2 conv  assistant  2 / 1000 /  40
                       SHARDED_history  2 conv  assistant  6 / 2200 / 180, user_simulator 4 / 400 / 40
-                      retriever (job) 8 / 920 / 92
+                      retriever (job) 8 / 920 / 92, classifier (job) 7 / 700 / 14, judge (job) 3 / 450 / 3
   hipporag conversation files: FULL 1 assistant turn per conversation, retrieval_cost 1 / 100 / 10;
   SHARDED 3 assistant turns (2 of the user turns from the simulator), each 1 / 120 / 12;
-  every turn retrieved 5 passages (recall_k), the measured run showed top_k 3.
-  shards/d (3 questions) 9 / 3000 / 600; categories/d/tiny (20 assistant turns) 20 / 2000 / 40;
-  judgments/d/tiny (10 conversations) 5 / 1500 / 10; graphs/miniworld (10 passages) 10 / 5000 / 1000.
+  every turn retrieved 5 passages (recall_k), the measured run showed top_k 3. One SHARDED reply
+  is empty (labelled missing by rule): 2 + 5 = 7 classifier calls. Judgments: FULL one
+  exact_match, one llm; SHARDED both llm (distinct answers): 3 judge calls.
+  Only the hipporag job carries classifier and judge accounting (the others have no files).
+  shards/d (3 questions) 9 / 3000 / 600; graphs/miniworld (10 passages) 10 / 5000 / 1000.
 
 Per conversation (ratio of sums): FULL closed 1.5 / 300 / 30, FULL open (6 + 2 conv) 1 / 500 / 20,
 SHARDED closed 3 / 600 / 60 (+ user 2 / 200 / 20), SHARDED open (8 conv) 3 / 1100 / 90 (+ user
 2 / 200 / 20); hipporag retriever FULL 1 / 100 / 10, SHARDED 3 / 360 / 36. Per shard question
-3 / 1000 / 200, per assistant turn 1 / 100 / 2, per judged conversation 0.5 / 150 / 1, per
-passage 1 / 500 / 100. Passages: open FULL call 500 - closed 200 = 300 for 3 shown, 100 each.
+3 / 1000 / 200, per classified assistant turn 700 / 7 = 1 / 100 / 2, per judged conversation
+450 / 3 = 1 / 150 / 1, per passage 1 / 500 / 100. Passages: open FULL call 500 - closed 200 = 300
+for 3 shown, 100 each. From the files: classified turns per conversation FULL open 1, SHARDED
+open 2.5 (3 turns); judged share FULL open 1/2, SHARDED open 2/2. Closed cells have no files:
+classifier calls = their charged assistant calls (1.5, 3), judged share borrowed from the open
+cell of the condition (0.5, 1).
 
 Target grid: datasets A (10 questions) and B (4), chunk_size 4 (A: 3 chunks, B: 1), 3 runs,
 models big (vLLM 8B, one A100) and api (OpenAI; also user simulator, sharding, classifier and
@@ -33,9 +39,10 @@ tiny), conditions FULL and SHARDED, policy history, top_k 3. Per model 3 retriev
 requests 42 x (1.5 + 3 + 2 x (1 + 3)) = 525, prompt 42 x (300 + 600 + 2 x 1600) = 172,200,
 completion 42 x (30 + 60 + 2 x 110) = 13,020; user simulator over both models 2 x 42 x 3 x
 (2 / 200 / 20) = 504 / 50,400 / 5,040; retriever (tiny) 2 x 42 x (4 / 460 / 46) = 336 / 38,640 /
-3,864; classifier 2 x 42 x (1.5 [closed FULL: no file, its calls] + 3 + 2 x (1 + 3)) = 1,050 turns
--> 1,050 / 105,000 / 2,100; judge 504 conversations -> 252 / 75,600 / 504; sharding 14 questions
--> 42 / 14,000 / 2,800; knowledge graph of miniworld (20 passages) once -> 20 / 10,000 / 2,000.
+3,864; classifier, inside each job, 2 x 42 x (1.5 + 3 [closed: no file, their calls] + 2 x (1 + 2.5))
+= 966 calls -> 966 / 96,600 / 1,932; judge 2 x 42 x (0.5 + 1 + 2 x (0.5 + 1)) = 378 judged
+conversations -> 378 / 56,700 / 378; sharding 14 questions -> 42 / 14,000 / 2,800; knowledge graph
+of miniworld (20 passages) once -> 20 / 10,000 / 2,000.
 """
 
 from __future__ import annotations
@@ -95,7 +102,8 @@ def _usage(requests, prompt, completion, calls=None, backend_prompt=None, backen
 def _write_job(root: Path, retriever: str, chunk: int, cells: dict, job_roles: dict | None = None,
                retriever_acc: dict | None = None, model: str = "tiny") -> Path:
     """``cells``: {"FULL_none": (conversations, assistant usage, user usage | None)}. The job's
-    role accounting defaults to the sum of its cells (no cache, no duplicates)."""
+    assistant and user-simulator accounting defaults to the sum of its cells (no cache, no
+    duplicates); ``job_roles`` overrides them and adds others (classifier, judge)."""
     d = root / "lic_rag" / "conversations" / "d" / model / retriever
     d.mkdir(parents=True, exist_ok=True)
     acc: dict = {}
@@ -107,6 +115,8 @@ def _write_job(root: Path, retriever: str, chunk: int, cells: dict, job_roles: d
         parts = [c[idx] for c in cells.values() if c[idx] is not None]
         acc[role] = _acc(sum(p["requests"] for p in parts), sum(p["prompt_tokens"] for p in parts),
                          sum(p["completion_tokens"] for p in parts))
+    for role in set(job_roles) - {"assistant", "user_simulator"}:
+        acc[role] = job_roles[role]
     if retriever_acc is not None:
         acc["retriever"] = retriever_acc
     acc["cells"] = {}
@@ -121,32 +131,38 @@ def _write_job(root: Path, retriever: str, chunk: int, cells: dict, job_roles: d
     return p
 
 
-def _assistant(cost=None, retrieved=5, query="q") -> dict:
-    t = {"role": "assistant", "text": "reply", "query": query,
+def _assistant(cost=None, retrieved=5, query="q", text="reply", category_raw=None) -> dict:
+    """An assistant turn; ``category_raw`` (str) adds the classifier's labels (judges.label)."""
+    t = {"role": "assistant", "text": text, "query": query,
          "retrieved": [{"doc_id": f"p{i}", "score": 1.0} for i in range(retrieved if query is not None else 0)],
          "answer": None, "answered": False}
     if cost is not None:
         t["retrieval_cost"] = {"llm_calls": cost[0], "prompt_tokens": cost[1], "completion_tokens": cost[2],
                                "parse_failures": 0}
+    if category_raw is not None:
+        t.update(category="missing" if not text.strip() else "answer_attempt", category_parsed=True,
+                 category_raw=category_raw)
     return t
+
+
+def _judged(turns: list[dict], qid: str, final_answer: str | None, method: str) -> dict:
+    """A conversation record with the judge's verdict (judges.label)."""
+    return {"dataset": "d", "qid": qid, "final_answer": final_answer, "turns": turns,
+            "judgment": {"correct": method == "exact_match", "method": method, "parsed": True,
+                         "raw": "INCORRECT" if method == "llm" else ""}}
 
 
 def _sim(text="clue") -> dict:
     return {"role": "user", "text": text, "shard_id": 2, "rephrased": True, "selection": "llm"}
 
 
-def _write_convs(job: Path, cell: str, convs: list[list[dict]]) -> None:
+def _write_convs(job: Path, cell: str, convs: list) -> None:
+    """``convs``: turn lists, or whole conversation records (dicts)."""
     d = job.parent / cell
     d.mkdir(parents=True, exist_ok=True)
     chunk = job.name.split(".")[0]
-    (d / f"{chunk}.jsonl").write_text("".join(json.dumps({"turns": t}) + "\n" for t in convs))
-
-
-def _write_stage(path: Path, acc: dict, n_records: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"model": "tiny", **acc}))
-    path.with_name(path.name.replace(".accounting.json", ".jsonl")).write_text(
-        "".join(json.dumps({"n": i}) + "\n" for i in range(n_records)))
+    (d / f"{chunk}.jsonl").write_text("".join(json.dumps(c if isinstance(c, dict) else {"turns": c}) + "\n"
+                                              for c in convs))
 
 
 @pytest.fixture
@@ -160,18 +176,23 @@ def measured_run(tmp_path) -> Path:
                                 "SHARDED_history": (2, _usage(6, 2600, 140), _usage(4, 400, 40))})
     hip = _write_job(res, "hipporag", 0, {"FULL_none": (2, _usage(2, 1000, 40), None),
                                           "SHARDED_history": (2, _usage(6, 2200, 180), _usage(4, 400, 40))},
+                     job_roles={"classifier": _acc(7, 700, 14), "judge": _acc(3, 450, 3)},
                      retriever_acc=_acc(8, 920, 92))
-    full = [{"role": "user", "text": "the question", "shard_id": None}, _assistant((1, 100, 10))]
-    sharded = [{"role": "user", "text": "goal", "shard_id": 1, "selection": "first"}, _assistant((1, 120, 12)),
-               _sim(), _assistant((1, 120, 12)), _sim(), _assistant((1, 120, 12))]
-    _write_convs(hip, "FULL_none", [full, full])
-    _write_convs(hip, "SHARDED_history", [sharded, sharded])
+    full = [{"role": "user", "text": "the question", "shard_id": None}, _assistant((1, 100, 10), category_raw="a")]
+    goal = {"role": "user", "text": "goal", "shard_id": 1, "selection": "first"}
+
+    def sharded(second_reply: str) -> list[dict]:
+        return [goal, _assistant((1, 120, 12), category_raw="a"), _sim(),
+                _assistant((1, 120, 12), text=second_reply, category_raw="a" if second_reply else ""), _sim(),
+                _assistant((1, 120, 12), category_raw="a")]
+
+    _write_convs(hip, "FULL_none", [_judged(full, "q1", "gold", "exact_match"), _judged(full, "q2", "x", "llm")])
+    _write_convs(hip, "SHARDED_history", [_judged(sharded(""), "q1", "y", "llm"),
+                                          _judged(sharded("reply"), "q2", "z", "llm")])
     shards = res / "lic_rag" / "shards" / "d"
     shards.mkdir(parents=True)
     (shards / "accounting.json").write_text(json.dumps({"model": "tiny", **_acc(9, 3000, 600)}))
     (shards / "shards.jsonl").write_text("".join(json.dumps({"qid": f"q{i}", "shards": []}) + "\n" for i in range(3)))
-    _write_stage(res / "lic_rag" / "categories" / "d" / "tiny.accounting.json", _acc(20, 2000, 40), 20)
-    _write_stage(res / "lic_rag" / "judgments" / "d" / "tiny.accounting.json", _acc(5, 1500, 10), 10)
     graph = res / "graphs" / "miniworld"
     graph.mkdir(parents=True)
     (graph / "accounting.json").write_text(json.dumps({"model": "tiny", **_acc(10, 5000, 1000)}))
@@ -210,8 +231,6 @@ def _measure(res: Path, **kw):
     kw.setdefault("measured_config", MEASURED_CONFIG)
     return measure([str(res / "lic_rag/conversations/**/chunk*.accounting.json")],
                    [str(res / "lic_rag/shards/*/accounting.json")],
-                   classifier_globs=[str(res / "lic_rag/categories/*/*.accounting.json")],
-                   judge_globs=[str(res / "lic_rag/judgments/*/*.accounting.json")],
                    graph_globs=[str(res / "graphs/*/accounting.json")],
                    index_manifest_globs=[str(res / "indexes/*/*/manifest.json")], **kw)
 
@@ -256,9 +275,16 @@ def test_per_conversation_means_pool_cells_over_jobs(measured_run):
     # passages: 5 retrieved (recall_k) per turn, 3 shown (the measured top_k)
     assert m.measured_passages_per_turn() == pytest.approx(3.0)
     assert m.passage_block_tokens() == pytest.approx(300.0)
-    # per-unit stages
-    assert m.classifier.per_unit().prompt_tokens == pytest.approx(100.0)
-    assert m.judge.per_unit().requests == pytest.approx(0.5)
+    # classifier and judge from the hipporag job's accounting, per unit its files give
+    assert (m.classifier.files, m.classifier.units, m.judge.files, m.judge.units) == (1, 7, 1, 3)
+    c, j = m.classifier.per_unit(), m.judge.per_unit()
+    assert (c.requests, c.prompt_tokens, c.completion_tokens) == pytest.approx((1.0, 100.0, 2.0))
+    assert (j.requests, j.prompt_tokens, j.completion_tokens) == pytest.approx((1.0, 150.0, 1.0))
+    assert sharded.classified_per_conversation() == pytest.approx(2.5)  # one of the 6 replies is empty
+    assert (sharded.judged_share(), m.cells[("FULL", "none", "open")].judged_share()) == pytest.approx((1.0, 0.5))
+    assert m.cells[("FULL", "none", "closed")].judged_share() is None
+    assert any("'classifier' measured in 1 of 4 simulate jobs" in n for n in m.notes)
+    assert not any("requests, its conversation files" in n for n in m.notes)  # 7 calls, 3 judged pairs: as asked
     assert m.graph.per_unit().completion_tokens == pytest.approx(100.0)
 
 
@@ -266,8 +292,8 @@ def test_grid_totals_per_model_and_role(measured_run, registry_path):
     est = _est(measured_run, registry_path)
     g = est["grid"]
     assert (g["simulate_jobs"], g["conversations"], g["questions"]) == (24, 2 * 6 * 42, 14)
-    assert (g["classifier_jobs"], g["judge_jobs"], g["shard_jobs"]) == (4, 4, 2)
-    assert g["assistant_turns_classified"] == pytest.approx(1050)
+    assert g["shard_jobs"] == 2 and "classifier_jobs" not in g and "judge_jobs" not in g
+    assert (g["assistant_turns_classified"], g["conversations_judged"]) == pytest.approx((966, 378))
     assert g["graph_builds"] == [{"corpus": "miniworld", "retriever": None, "model": "tiny", "passages": 20}]
     big, api, tiny = _model(est, "big"), _model(est, "api"), _model(est, "tiny")
     assert (big["simulate_jobs"], big["conversations"]) == (12, 252)
@@ -275,22 +301,95 @@ def test_grid_totals_per_model_and_role(measured_run, registry_path):
     assert _tok(big) == pytest.approx((525, 172_200, 13_020))
     assert api["roles"] == ["assistant", "classifier", "judge", "sharding", "user_simulator"]
     assert _tok(api, "user_simulator") == pytest.approx((504, 50_400, 5_040))
-    assert _tok(api, "classifier") == pytest.approx((1_050, 105_000, 2_100))
-    assert _tok(api, "judge") == pytest.approx((252, 75_600, 504))
+    assert _tok(api, "classifier") == pytest.approx((966, 96_600, 1_932))
+    assert _tok(api, "judge") == pytest.approx((378, 56_700, 378))
     assert _tok(api, "sharding") == pytest.approx((42, 14_000, 2_800))
-    assert _tok(api) == pytest.approx((525 + 504 + 1_050 + 252 + 42, 172_200 + 50_400 + 105_000 + 75_600 + 14_000,
-                                       13_020 + 5_040 + 2_100 + 504 + 2_800))
+    assert _tok(api) == pytest.approx((525 + 504 + 966 + 378 + 42, 172_200 + 50_400 + 96_600 + 56_700 + 14_000,
+                                       13_020 + 5_040 + 1_932 + 378 + 2_800))
     # the retriever's LLM work goes to the retriever's LLM (here the knowledge-graph model), not to
     # the assistant; the knowledge graph is built once per corpus
     assert tiny["roles"] == ["knowledge_graph", "retriever"]
     assert _tok(tiny, "retriever") == pytest.approx((336, 38_640, 3_864))
     assert _tok(tiny, "knowledge_graph") == pytest.approx((20, 10_000, 2_000))
-    # one load per job and model: big its 12 jobs; api its own 12 jobs, big's 12 as user simulator,
-    # 4 classifier + 4 judge + 2 shard jobs; tiny the 8 hipporag jobs + 1 graph build
-    assert (big["model_loads"], api["model_loads"], tiny["model_loads"]) == (12, 34, 9)
+    # one load per job and model: big its 12 jobs; api its own 12 jobs (all its roles), big's 12
+    # (user simulator, classifier, judge: one load) + 2 shard jobs; tiny the 8 hipporag jobs + 1 graph build
+    assert (big["model_loads"], api["model_loads"], tiny["model_loads"]) == (12, 26, 9)
+    assert api["model_loads_simulate"] == 24
     assert est["totals"]["measured"]["prompt_tokens"] == pytest.approx(
-        2 * 172_200 + 50_400 + 105_000 + 75_600 + 14_000 + 38_640 + 10_000)
+        2 * 172_200 + 50_400 + 96_600 + 56_700 + 14_000 + 38_640 + 10_000)
     assert not any("not measured" in n or "left out" in n for n in est["notes"])
+
+
+def test_classifier_and_judge_are_measured_per_call_from_the_job(tmp_path):
+    """One bm25 job, FULL 3 conversations and SHARDED 1. FULL replies: empty (labelled missing by
+    rule: no call), "x" whose classifier output was empty (category_raw "": still a call), "x";
+    SHARDED 2 replies. Classifier calls 2 + 2 = 4, accounting 4 / 400 / 8. Judgments: FULL
+    no_answer, llm (q1, "x") twice (one shared call), SHARDED llm (q2, "w"): 3 judged
+    conversations, 2 calls, accounting 2 / 300 / 2."""
+    res = tmp_path / "results"
+    cells = {"FULL_none": (3, _usage(3, 300, 30), None),
+             "SHARDED_history": (1, _usage(2, 400, 40), _usage(1, 100, 10))}
+    roles = {"classifier": _acc(4, 400, 8), "judge": _acc(2, 300, 2)}
+    job = _write_job(res, "bm25", 0, cells, job_roles=roles)
+    q = {"role": "user", "text": "q"}
+    full = [_judged([q, _assistant(text="", category_raw="")], "q1", None, "no_answer"),
+            _judged([q, _assistant(text="x", category_raw="")], "q1", "x", "llm"),
+            _judged([q, _assistant(text="x", category_raw="INCORRECT?")], "q1", "x", "llm")]
+    sharded = [_judged([q, _assistant(category_raw="a"), _sim(), _assistant(category_raw="a")], "q2", "w", "llm")]
+    _write_convs(job, "FULL_none", full)
+    _write_convs(job, "SHARDED_history", sharded)
+    acc = read_simulate_accounting(job, top_k=3)
+    assert not acc.notes
+    (n_cls, cls), (n_judged, judge) = acc.labels["classifier"], acc.labels["judge"]
+    assert (n_cls, cls.requests, cls.prompt_tokens, cls.completion_tokens) == (4, 4, 400, 8)
+    assert (n_judged, judge.requests, judge.prompt_tokens) == (3, 2, 300)
+    m = measure([str(res / "lic_rag/conversations/**/chunk*.accounting.json")], measured_config=MEASURED_CONFIG)
+    c, j = m.classifier.per_unit(), m.judge.per_unit()
+    assert (c.requests, c.prompt_tokens, c.completion_tokens) == pytest.approx((1.0, 100.0, 2.0))
+    assert (j.requests, j.prompt_tokens, j.completion_tokens) == pytest.approx((2 / 3, 100.0, 2 / 3))
+    f = m.cells[("FULL", "none", "open")]
+    assert (f.turns_per_conversation(), f.classified_per_conversation(), f.judged_share()) \
+        == pytest.approx((1.0, 2 / 3, 2 / 3))
+    # an accounting that disagrees with its files is noted, naming the file
+    job = _write_job(res, "bm25", 0, cells, job_roles={**roles, "classifier": _acc(5, 500, 10)})
+    assert any("chunk0.accounting.json: its 'classifier' accounting has 5 requests, its conversation files 4 "
+               "assistant turns with a non-empty reply" in n for n in read_simulate_accounting(job, top_k=3).notes)
+    # labels missing from a file whose job has the role: a stale file, an error naming it
+    _write_convs(job, "SHARDED_history", [{"turns": [q, _assistant()]}])
+    with pytest.raises(DataError, match=r"SHARDED_history/chunk0\.jsonl: record 1: an assistant turn has no "
+                                        r"'category_raw', but .*chunk0\.accounting\.json has a 'classifier'"):
+        read_simulate_accounting(job, top_k=3)
+    job = _write_job(res, "bm25", 0, cells, job_roles={"judge": roles["judge"]})
+    with pytest.raises(DataError, match=r"SHARDED_history/chunk0\.jsonl: record 1: no 'judgment', but"):
+        read_simulate_accounting(job, top_k=3)
+    # without all its conversation files a job's labels are not used
+    (job.parent / "SHARDED_history" / "chunk0.jsonl").unlink()
+    acc = read_simulate_accounting(job, top_k=3)
+    assert acc.labels["judge"] is None
+    assert any("its 'judge' accounting is not used" in n for n in acc.notes)
+
+
+def test_a_gpu_classifier_and_judge_load_with_every_simulate_job(measured_run, registry_path):
+    """Classifier and judge on big (the fixture's measurements): no jobs of their own; big loads
+    once in each of its 12 jobs (all three roles) and once in each of api's 12."""
+    # prefill 100 tok/s, decode 10 tok/s; load 4 s + 16 GB at 16/6 GB/s = 10 s per job
+    tp = Throughput(prefill_mfu=0.1 / 19.5, decode_mfu=0.01 / 19.5, load_fixed_s=4.0, load_gb_per_s=16 / 6)
+    cfg = _target(registry_path, classifier={"model": "big", "max_tokens": 8}, judge={"model": "big", "max_tokens": 8})
+    est = _est(measured_run, registry_path, cfg, throughput=tp)
+    big, api = _model(est, "big"), _model(est, "api")
+    assert big["roles"] == ["assistant", "classifier", "judge"]
+    assert _tok(big, "classifier") == pytest.approx((966, 96_600, 1_932))
+    assert _tok(big, "judge") == pytest.approx((378, 56_700, 378))
+    assert "classifier" not in api["by_role"] and "judge" not in api["by_role"]
+    assert (big["model_loads"], big["model_loads_simulate"], api["model_loads"]) == (24, 24, 26)
+    # (172,200 + 96,600 + 56,700) / 100 + (13,020 + 1,932 + 378) / 10 + 24 loads x 10 s
+    assert big["gpu_hours"]["measured"] == pytest.approx((3_255 + 1_533 + 240) / 3600, abs=0.005)
+    # the job's wall time includes its labelling: per question-run of a bm25 (or hipporag) job
+    # assistant 500 + 1,100 / 20 + 90, classifier (1 + 2.5) x 100 / 2, judge (0.5 + 1) x 150 / 1:
+    # 2,175 / 100 + 118.5 / 10 = 33.6 s (the closed_book job: 1,575 / 100.5, 25.8 s); 12 per chunk
+    assert big["max_job_minutes"]["measured"] == pytest.approx((10 + 12 * 33.6) / 60, abs=0.05)
+    assert any("big: runs as user simulator, retriever LLM, classifier or judge inside other models' simulate jobs"
+               in n for n in est["notes"])
 
 
 def test_a_job_of_two_cells_is_charged_the_sum_of_its_cells(tmp_path, registry_path):
@@ -351,17 +450,19 @@ def test_retriever_on_the_assistant_model_loads_once_per_job(measured_run, regis
     assert _tok(big, "retriever") == pytest.approx((336, 38_640, 3_864))
     assert _tok(big) == pytest.approx((525 + 336, 172_200 + 38_640, 13_020 + 3_864))
     assert "retriever" not in _model(est, "tiny")["by_role"]
-    assert any("big: runs as user simulator or retriever LLM inside other models' simulate jobs" in n
-               for n in est["notes"])
+    assert any("big: runs as user simulator, retriever LLM, classifier or judge inside other models' simulate jobs"
+               in n for n in est["notes"])
 
 
 def test_completion_caps_and_long_scenario(measured_run, registry_path):
     # long scenario: every assistant reply reaches max_tokens (1000)
     est = _est(measured_run, registry_path)
     assert _model(est, "big")["tokens"]["long"]["completion_tokens"] == pytest.approx(525 * 1000)
-    # the classifier sees every reply: long replies add 980 (FULL, closed SHARDED) or 970 (open
-    # SHARDED) prompt tokens per assistant turn: 2 x 42 x (1.5 x 980 + 3 x 980 + 2 x (980 + 3 x 970))
+    # in the long scenario no reply is empty: every assistant turn is classified (open SHARDED 3
+    # per conversation, not 2.5: 1,050 calls), and the reply in its prompt adds 980 (FULL, closed
+    # SHARDED) or 970 (open SHARDED) tokens: 2 x 42 x (1.5 x 980 + 3 x 980 + 2 x (980 + 3 x 970))
     api = _model(est, "api")
+    assert api["by_role"]["classifier"]["long"]["requests"] == pytest.approx(1_050)
     assert api["by_role"]["classifier"]["long"]["prompt_tokens"] == pytest.approx(105_000 + 84 * 12_190)
     assert api["by_role"]["classifier"]["long"]["completion_tokens"] == pytest.approx(1_050 * 8)
     # measured scenario under a cap of 25 tokens: only SHARDED open (30 per call) is cut, by 5 per
@@ -371,7 +472,10 @@ def test_completion_caps_and_long_scenario(measured_run, registry_path):
     assert big["tokens"]["measured"]["completion_tokens"] == pytest.approx(13_020 - 42 * 2 * 3 * 5)
     assert big["tokens"]["measured"]["prompt_tokens"] == pytest.approx(172_200 - 42 * 2 * 3 * 5)
     assert api["by_role"]["user_simulator"]["measured"]["prompt_tokens"] == pytest.approx(50_400 - 2 * 42 * 2 * 3 * 5)
-    assert api["by_role"]["classifier"]["measured"]["prompt_tokens"] == pytest.approx(105_000 - 2 * 42 * 2 * 3 * 5)
+    # the classifier: 2.5 classified turns per open SHARDED conversation, 5 tokens shorter each
+    assert api["by_role"]["classifier"]["measured"]["prompt_tokens"] == pytest.approx(96_600 - 2 * 42 * 2 * 2.5 * 5)
+    # the judge's 1 completion token per call is under its cap (8); long: 8 per call
+    assert _tok(api, "judge", "long") == pytest.approx((378, 56_700, 378 * 8))
 
 
 def test_unmeasured_cell_falls_back_with_a_note(measured_run, registry_path):
@@ -414,6 +518,10 @@ def test_recap_is_charged_its_recap_turn_and_its_sharded_twin_runs_unwritten(tmp
     big, api = _model(est, "big"), _model(est, "api")
     assert est["grid"]["conversations"] == 2 and big["conversations"] == 2
     assert est["grid"]["assistant_turns_classified"] == pytest.approx(2 * 3)
+    # no classifier or judge accounting in the measured job: their calls are left out, with notes
+    assert est["grid"]["conversations_judged"] is None
+    assert "classifier" not in api["by_role"] and "judge" not in api["by_role"]
+    assert any("no measured simulate job has a 'judge' accounting" in n and "left out" in n for n in est["notes"])
     assert any("RECAP cell without its SHARDED twin" in n for n in est["notes"])
     # measured: twin 2 / 300 / 20 + recap 1 / 400 / 10 per conversation
     assert _tok(big) == pytest.approx((6, 1400, 60))

@@ -544,7 +544,8 @@ def read_simulate_accounting(path: str | Path, retriever_kinds: dict[str, str] |
                 charged_llm_calls += r.requests
         else:
             all_files = False
-            what = "assistant-turn counts" + (" or retriever tokens" if query_llm else "")
+            what = "assistant-turn, classifier-call or judged-conversation counts" + (
+                " or retriever tokens" if query_llm else "")
             notes.append(f"{conv_path} is missing: no {what} for {cond}_{pol} from this job")
         cells[(cond, pol)] = rec
     if query_llm and all_files and "retriever" in acc:
