@@ -285,7 +285,6 @@ def cmd_estimate(a):
                        if v is not None})
     est = run_estimate(a.config, a.accounting_glob, a.shard_accounting_glob, tp,
                        job_minutes=a.job_minutes, passage_tokens=a.passage_tokens,
-                       classifier_globs=a.classifier_accounting_glob, judge_globs=a.judge_accounting_glob,
                        graph_globs=a.graph_accounting_glob, index_manifest_globs=a.index_manifest_glob,
                        **({"measured_config": a.measured_config} if a.measured_config else {}))
     text = json.dumps(est, indent=2) if a.json else format_report(est)
@@ -411,9 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "results/lic_rag/conversations/**/chunk*.accounting.json)")
     s.add_argument("--shard-accounting-glob", action="append", default=None, metavar="GLOB",
                    help="shard accounting files (repeatable; default results/lic_rag/shards/*/accounting.json)")
-    for flag, what in (("--classifier-accounting-glob", "classifier jobs (results/lic_rag/categories/*/*.accounting.json)"),
-                       ("--judge-accounting-glob", "judge jobs (results/lic_rag/judgments/*/*.accounting.json)"),
-                       ("--graph-accounting-glob", "knowledge-graph builds (results/graphs/*/accounting.json)"),
+    for flag, what in (("--graph-accounting-glob", "knowledge-graph builds (results/graphs/*/accounting.json)"),
                        ("--index-manifest-glob", "index manifests with LLM build cost (results/indexes/*/*/manifest.json)")):
         s.add_argument(flag, action="append", default=None, metavar="GLOB", help=f"accounting of the measured {what}")
     s.add_argument("--measured-config", default=None, help="the config of the measured run (default config/config.yaml)")

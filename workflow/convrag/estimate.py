@@ -1494,20 +1494,12 @@ def run_estimate(config_path: str | Path, accounting_globs: Iterable[str] | None
                  budget_fraction: float = 0.5, passage_tokens: float | None = None, *,
                  graph_globs: Iterable[str] | None = None, index_manifest_globs: Iterable[str] | None = None,
                  measured_config: dict | str | Path | None = DEFAULT_MEASURED_CONFIG,
-                 corpus_passages: dict[str, int] | None = None,
-                 classifier_globs: None = None, judge_globs: None = None) -> dict[str, Any]:
+                 corpus_passages: dict[str, int] | None = None) -> dict[str, Any]:
     """``convrag estimate``: measure (default globs: the default run under ./results) and plan
     ``config_path``. ``corpus_passages`` adds to (and overrides) the corpus sizes found under the target's results dir.
-    The classifier and the judge are measured from the simulate jobs' accounting;
-    ``classifier_globs`` / ``judge_globs`` are refused (transitional: cli.py still passes them,
-    as None, until its --classifier-accounting-glob / --judge-accounting-glob options go)."""
+    The classifier and the judge are measured from the simulate jobs' accounting."""
     from convrag.llm.registry import load_registry
 
-    for name, value in (("classifier-accounting-glob", classifier_globs), ("judge-accounting-glob", judge_globs)):
-        if value is not None:
-            raise ConfigError(f"estimate: --{name} is gone: the classifier and the judge run inside each simulate job "
-                              "and are measured from its accounting (roles 'classifier', 'judge' of "
-                              "results/lic_rag/conversations/**/chunk*.accounting.json)")
     config = load_config(config_path)
     reg_path = Path(config["models_registry"])
     registry = load_registry(reg_path if reg_path.is_absolute() else REPO_ROOT / reg_path)
