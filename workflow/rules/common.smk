@@ -16,7 +16,7 @@ from convrag.config import (
     validate_config,
 )
 from convrag.errors import ConvragError
-from convrag.retrieval import needs_graph, uses_llm
+from convrag.retrieval import builds_with_llm, needs_graph, uses_llm
 
 try:
     validate_config(
@@ -175,12 +175,22 @@ def index_llm_args(wc):
     return f"--llm {m} --registry {REGISTRY} --cache {CACHE}"
 
 
+def index_gpu(wc):
+    """GPUs of an index build: those of its LLM (RAPTOR's summaries), none otherwise."""
+    m = retriever_llm(config, wc.retriever)
+    build_llm = builds_with_llm(retriever_kind(config, wc.retriever))
+    return gpu_resources(m) if build_llm and needs_gpu_env(m) else {"gpu": 0}
+
+
 def graph_dir_arg(wc, input):
     return f"--graph-dir $(dirname {input.graph})" if "graph" in input.keys() else ""
 
 
 # ---- lic_rag ----------------------------------------------------------------------------
 CLOSED = [r for r in LIC["retrievers"] if is_closed_book(config, r)]
+EXPLORERS = [
+    r for r in LIC["retrievers"] if retriever_kind(config, r) in ("tog2", "pog")
+]
 OPEN = [r for r in LIC["retrievers"] if not is_closed_book(config, r)]
 RETRIEVERS_OF_KIND = {}
 for _r in LIC["retrievers"]:

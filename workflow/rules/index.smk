@@ -51,6 +51,8 @@ rule build_index:
     resources:
         mem_mb=16000,
         runtime=240,
+        gpu=lambda wc: index_gpu(wc)["gpu"],
+        gpu_model=lambda wc: index_gpu(wc).get("gpu_model", ""),
     params:
         kind=lambda wc: retriever_kind(config, wc.retriever),
         params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),

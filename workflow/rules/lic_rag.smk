@@ -95,7 +95,7 @@ rule simulate:
     benchmark:
         "benchmarks/out/simulate/{dataset}/{model}/{retriever}/chunk{chunk}.tsv"
     wildcard_constraints:
-        retriever=alternatives(OPEN),
+        retriever=alternatives([r for r in OPEN if r not in EXPLORERS]),
     conda:
         # vllm-gpu when any model of the job runs on GPUs, java-bm25 for a pyserini
         # retriever, else cpu (API and CPU models)
@@ -129,6 +129,14 @@ rule simulate:
         " --judge-model {params.judge} --judge-prompts {input.judge_prompts}"
         " --settings {params.settings} --registry {params.registry} --cache {params.cache}"
         " --threads {threads} --out-dir {params.out_dir} --accounting {output.accounting} 2> {log}"
+
+
+# Exploring graph retrievers (ToG-2, PoG: several LLM rounds per query) are the longest jobs:
+# started first, so that they do not end a run alone.
+use rule simulate as simulate_explorer with:
+    wildcard_constraints:
+        retriever=alternatives(EXPLORERS),
+    priority: 1
 
 
 # Closed-book retrievers: the same job with policy `none` for every condition.

@@ -31,7 +31,7 @@ from convrag.retrieval.base import (
     write_manifest,
 )
 
-__all__ = ["RETRIEVERS", "QueryCost", "Retriever", "build_index", "load_retriever", "needs_graph", "uses_llm"]
+__all__ = ["RETRIEVERS", "QueryCost", "Retriever", "build_index", "load_retriever", "needs_graph", "uses_llm", "builds_with_llm"]
 
 _MODULES = {
     "bm25": "convrag.retrieval.bm25",
@@ -72,6 +72,11 @@ def needs_graph(retriever: str) -> bool:
 def uses_llm(retriever: str) -> bool:
     """Whether ``retriever`` calls an LLM (at build or query time)."""
     return retriever != "closed_book" and getattr(_module(retriever), "USES_LLM", False)
+
+
+def builds_with_llm(retriever: str) -> bool:
+    """Whether building ``retriever``'s index calls an LLM (RAPTOR's summaries)."""
+    return retriever != "closed_book" and getattr(_module(retriever), "BUILD_USES_LLM", False)
 
 
 def _extras(mod, llm, graph_dir, build: bool) -> dict:

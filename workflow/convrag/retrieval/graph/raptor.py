@@ -91,6 +91,7 @@ from convrag.retrieval.graph import common
 
 NEEDS_GRAPH = False
 USES_LLM = True
+BUILD_USES_LLM = True  # the cluster summaries: its index build needs the LLM (and its GPUs)
 NAME = "raptor"
 PROMPT = "raptor_summary"
 TREE_FILE = "tree.json"
