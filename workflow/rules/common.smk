@@ -192,6 +192,14 @@ EXPLORERS = [
     r for r in LIC["retrievers"] if retriever_kind(config, r) in ("tog2", "pog")
 ]
 OPEN = [r for r in LIC["retrievers"] if not is_closed_book(config, r)]
+# one LLM call per query (HippoRAG, HippoRAG2, LightRAG): longer jobs than BM25 or dense
+QUERY_LLM = [
+    r
+    for r in OPEN
+    if r not in EXPLORERS
+    and uses_llm(retriever_kind(config, r))
+    and not builds_with_llm(retriever_kind(config, r))
+]
 RETRIEVERS_OF_KIND = {}
 for _r in LIC["retrievers"]:
     RETRIEVERS_OF_KIND.setdefault(retriever_kind(config, _r), []).append(_r)

@@ -95,7 +95,7 @@ rule simulate:
     benchmark:
         "benchmarks/out/simulate/{dataset}/{model}/{retriever}/chunk{chunk}.tsv"
     wildcard_constraints:
-        retriever=alternatives([r for r in OPEN if r not in EXPLORERS]),
+        retriever=alternatives([r for r in OPEN if r not in EXPLORERS + QUERY_LLM]),
     conda:
         # vllm-gpu when any model of the job runs on GPUs, java-bm25 for a pyserini
         # retriever, else cpu (API and CPU models)
@@ -131,11 +131,18 @@ rule simulate:
         " --threads {threads} --out-dir {params.out_dir} --accounting {output.accounting} 2> {log}"
 
 
-# Exploring graph retrievers (ToG-2, PoG: several LLM rounds per query) are the longest jobs:
-# started first, so that they do not end a run alone.
+# Longest jobs first, so that none ends a run alone: the exploring graph retrievers (ToG-2,
+# PoG: several LLM rounds per query), then those with one LLM call per query (HippoRAG,
+# HippoRAG2, LightRAG).
 use rule simulate as simulate_explorer with:
     wildcard_constraints:
         retriever=alternatives(EXPLORERS),
+    priority: 2
+
+
+use rule simulate as simulate_graph with:
+    wildcard_constraints:
+        retriever=alternatives(QUERY_LLM),
     priority: 1
 
 
