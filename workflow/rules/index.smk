@@ -1,5 +1,7 @@
 # Expensive artifacts, built once and shared by every model and condition: the knowledge
 # graph of a corpus (LLM OpenIE, for the graph retrievers) and one index per (corpus, retriever).
+# Both run before any waiting simulate job (priority 3): they gate the longest simulate jobs
+# (Snakemake's priorities do not pass upstream by themselves).
 
 
 rule build_graph:
@@ -15,6 +17,7 @@ rule build_graph:
     conda:
         conda_env(models=[KG["model"]])
     threads: config["threads"]["index"]
+    priority: 3
     resources:
         mem_mb=16000,
         runtime=480,
@@ -48,6 +51,7 @@ rule build_index:
             retriever=wc.retriever,
         )
     threads: config["threads"]["index"]
+    priority: 3
     resources:
         mem_mb=16000,
         runtime=240,
