@@ -44,7 +44,8 @@ def test_sample_grid_slice(shared_data, tmp_path):
     t1 = pd.read_csv(out / "lic_rag/tables/table1_datasets.csv").iloc[0]
     assert t1.questions == 3 and t1.in_grid == len(passed) and t1.corpus_passages == 1890
     scores = pd.read_parquet(out / "lic_rag/scores/conversations.parquet")
-    assert set(scores.condition) == {"FULL", "CONCAT", "SHARDED", "RECAP"} and len(scores) == len(passed) * (2 + 2 * 2)
+    # closed book and BM25 each: FULL, CONCAT, SHARDED, RECAP (one policy) x the passed questions x 1 run
+    assert set(scores.condition) == {"FULL", "CONCAT", "SHARDED", "RECAP"} and len(scores) == len(passed) * 2 * 4
     bm = pd.read_parquet(out / "lic_rag/scores/turns.parquet")
     bm = bm[bm.retriever == "bm25"]
     assert bm["recall@5"].notna().all() and bm["recall@5"].between(0, 1).all()

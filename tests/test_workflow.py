@@ -70,7 +70,13 @@ def test_every_cell_of_every_retriever_simulated(grid):
                 assistants = [t for t in c["turns"] if t["role"] == "assistant"]
                 assert len(users) == len(assistants) >= 1
                 shown = {len(t["retrieved"]) for t in assistants}
-                assert shown == ({0} if closed else {LIC["recall_k"]}), (ret, shown)
+                if closed:
+                    assert shown == {0}
+                elif CONFIG["retrievers"][ret]["kind"] == "bm25":
+                    # Lucene semantics: no hit when no query term matches (e.g. a CURRENT-policy nudge)
+                    assert shown <= set(range(LIC["recall_k"] + 1)) and LIC["recall_k"] in shown, shown
+                else:  # dense and every graph retriever return exactly recall_k passages
+                    assert shown == {LIC["recall_k"]}, (ret, shown)
                 if cond in ("SHARDED", "RECAP", "SNOWBALL"):
                     ids = [t["shard_id"] for t in users if t.get("shard_id")]
                     assert ids[0] == 1 and len(set(ids)) == len(ids)  # one new shard per turn, never twice
@@ -133,7 +139,7 @@ def test_rerun_does_nothing_and_one_deleted_output_comes_from_cache(grid):
     target.unlink()
     proc = _snakemake(grid)
     log = proc.stdout + proc.stderr
-    assert log.count("rule simulate:") + log.count("localrule simulate:") == 1
+    assert log.count("rule simulate:") == 1  # ("localrule simulate:" contains it too)
     assert other.stat().st_mtime_ns == other_mtime
     assert target.read_text() == old_text and sibling.read_text() == old_sibling  # byte for byte
     acc = json.loads((conv_dir / "bm25/chunk0.accounting.json").read_text())["assistant"]

@@ -37,7 +37,7 @@ def from_repo(path):
     )
 
 
-from convrag.studies.lic_rag import TARGETS as LIC_TARGETS
+from convrag.studies.lic_rag import TARGETS as LIC_TARGETS, caption as lic_caption
 
 RES = config["results_dir"]
 LIC = config["lic_rag"]

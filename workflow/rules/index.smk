@@ -14,10 +14,10 @@ rule build_graph:
         "logs/build_graph/{corpus}.log",
     benchmark:
         "benchmarks/out/build_graph/{corpus}.tsv"
+    priority: 3
     conda:
         conda_env(models=[KG["model"]])
     threads: config["threads"]["index"]
-    priority: 3
     resources:
         mem_mb=16000,
         runtime=480,
@@ -43,6 +43,7 @@ rule build_index:
         "logs/build_index/{corpus}/{retriever}.log",
     benchmark:
         "benchmarks/out/build_index/{corpus}/{retriever}.tsv"
+    priority: 3
     conda:
         # pyserini (Lucene) BM25 needs a JDK: java-bm25; an LLM-built index (RAPTOR) on
         # GPUs: vllm-gpu; every other index: cpu
@@ -51,7 +52,6 @@ rule build_index:
             retriever=wc.retriever,
         )
     threads: config["threads"]["index"]
-    priority: 3
     resources:
         mem_mb=16000,
         runtime=240,

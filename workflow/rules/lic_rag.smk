@@ -182,7 +182,8 @@ rule lic_rag_table:
     output:
         csv=report(
             f"{LIC_OUT}/tables/{{target}}.csv",
-            caption="../report/lic_rag/{target}.rst",
+            # one caption file, rendered with this target's caption (params.caption)
+            caption="../report/lic_rag_target.rst",
             category="lic_rag",
             subcategory="tables",
         ),
@@ -198,6 +199,7 @@ rule lic_rag_table:
         analysis=jarg(LIC["analysis"]),
         closed=" ".join(CLOSED),
         kinds=jarg(RETRIEVERS_OF_KIND),
+        caption=lambda wc: lic_caption(wc.target),
         out_stem=lambda wc, output: output.csv.removesuffix(".csv"),
     shell:
         "convrag lic-rag {wildcards.target} --scores {input.scores} --turns {input.turns}"
@@ -209,7 +211,8 @@ use rule lic_rag_table as lic_rag_figure with:
     output:
         png=report(
             f"{LIC_OUT}/figures/{{target}}.png",
-            caption="../report/lic_rag/{target}.rst",
+            # one caption file, rendered with this target's caption (params.caption)
+            caption="../report/lic_rag_target.rst",
             category="lic_rag",
             subcategory="figures",
         ),
