@@ -58,7 +58,12 @@ rm -f "$OUT/agreement.json"
 "$VENV/bin/convrag" convert-model --model smollm2-135m --out "$OUT/model"
 say "model converted: $OUT/model"
 
-# 2-5. the lane tests (only this script runs them; the main pytest ignores tests/vllm_lane).
+# 2-5. the lane tests (only this script runs them; the main pytest ignores tests/vllm_lane),
+# after the transformers backend's own tests under the transformers release vllm pins (GPU
+# jobs run both backends in that environment; the main venv has a newer transformers).
+timeout -k 30 "${CONVRAG_VLLM_LANE_TIMEOUT_S:-1800}" \
+  "$VENV/bin/python" -m pytest -q -p no:cacheprovider -rs tests/test_llm_engine.py
+say "transformers backend tests passed under $("$VENV/bin/python" -c 'import transformers; print("transformers", transformers.__version__)')"
 timeout -k 30 "${CONVRAG_VLLM_LANE_TIMEOUT_S:-1800}" \
   "$VENV/bin/python" -m pytest -q -p no:cacheprovider -rs -s tests/vllm_lane
 

