@@ -162,4 +162,3 @@ def test_agreement_with_transformers(engine, reference, out_dir):
     # argument the model ignores once gave 'La-----...' here, and 0/16 agreement)
     assert "Paris" in tf[0], tf[0]
     assert rate > 0.0, "no prompt agrees: one of the two backends decodes wrongly"
-

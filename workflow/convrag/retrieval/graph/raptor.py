@@ -20,13 +20,12 @@ Build (how it follows the paper and its reference code):
   SVD) to the same dims: linear and without numba's one-off compile (about 10 s per
   process), which the embedded laptop default uses to stay within its time budget. PCA
   separates topics less: on 40 nodes of two noisy topics (tests/test_graph_raptor.py) BIC
-  finds both after UMAP, one cluster after PCA. Two
-  safeguards make the BIC choice stable on the small layers a tree ends in (both
-  reductions): the reduced vectors are scaled to a mean variance of 1 per dim and the
-  mixtures use ``reg_covar`` = 0.01 (scikit-learn's 1e-6 lets near-singleton components
-  reach unbounded likelihood: measured on 16 MiniLM sentences of two topics after PCA, BIC
-  then chose 4 clusters
-  instead of 2). Full covariances and a fixed ``seed`` as in RAPTOR.
+  finds both after UMAP, one cluster after PCA. Two safeguards make the BIC choice stable
+  on the small layers a tree ends in (both reductions): the reduced vectors are scaled to a
+  mean variance of 1 per dim and the mixtures use ``reg_covar`` = 0.01 (scikit-learn's 1e-6
+  lets near-singleton components reach unbounded likelihood: measured on 16 MiniLM
+  sentences of two topics after PCA, BIC then chose 4 clusters instead of 2). Full
+  covariances and a fixed ``seed`` as in RAPTOR.
 - Soft assignment as in RAPTOR: a node joins every cluster whose probability exceeds
   ``threshold`` (0.1), and always its most probable one, so a node can have several
   parents (the tree is a DAG).
