@@ -9,13 +9,21 @@ min_version("9.0")
 configfile: f"{workflow.basedir}/config/config.yaml"
 
 
+# Shared rules, then one rule file per active study (convrag.studies; a study runs when its
+# config block is present or it is listed under `studies:`).
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/index.smk"
-include: "workflow/rules/lic_rag.smk"
+include: "workflow/rules/report.smk"
+
+
+for _study in STUDIES.values():
+    if _study.rules_path is not None:
+
+        include: str(_study.rules_path)
 
 
 rule all:
     default_target: True
     input:
-        lic_rag_targets(),
+        [f for key in STUDIES for f in study_targets(key)],

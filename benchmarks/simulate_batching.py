@@ -24,13 +24,14 @@ from pathlib import Path
 
 import yaml
 
-from convrag.config import REPO_ROOT
+from convrag.config import REPO_ROOT, load_config
 from convrag.data.miniworld import generate_world
 from convrag.llm.engine import Engine
 from convrag.llm.registry import get_spec, load_registry
 from convrag.records import write_records
-from convrag.retrieval import build_index, load_retriever
-from convrag.simulate.conversation import ConversationRunner, Settings
+from convrag.retrieval import build_index, capabilities, load_retriever
+from convrag.studies.lic_rag.plan import Settings
+from convrag.studies.lic_rag.simulate import ConversationRunner
 
 
 def main() -> int:
@@ -47,7 +48,10 @@ def main() -> int:
     questions = questions[: args.questions]
     shards = {q.qid: list(q.decomposition) for q in questions}
     prompts = yaml.safe_load((REPO_ROOT / "resources/prompts/lic_rag/assistant.yaml").read_text())
-    settings = Settings(runs=args.runs, top_k=3, max_extra_turns=1)
+    # sampling, seed and recall_k from the validated default config's lic_rag block
+    block = Settings.from_block(load_config(REPO_ROOT / "config" / "config.yaml")["lic_rag"])
+    settings = dataclasses.replace(block, runs=args.runs, top_k=3, recall_k=max(3, block.recall_k),
+                                   max_extra_turns=1)
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.jsonl"
@@ -62,7 +66,8 @@ def main() -> int:
 
         def runner():
             return ConversationRunner(cells=[("SHARDED", "history")], retriever=retriever,
-                                      retriever_name="bm25", model_name=args.model, user_model_name=args.model,
+                                      retriever_name="bm25", capabilities=capabilities("bm25"),
+                                      model_name=args.model, user_model_name=args.model,
                                       dataset="bench", passages=by_id, assistant_engine=engine,
                                       user_engine=engine, prompts=prompts, settings=settings)
 

@@ -23,7 +23,7 @@ gateways do ("invalid key: Bearer ..."), to test that the client scrubs the key.
 Why here and not in the package: it exists only to test the package's openai backend; the
 package ships no test servers.
 
-The second half builds the inputs of one small ``convrag simulate`` job (a small mini
+The second half builds the inputs of one small ``convrag lic-rag simulate`` job (a small mini
 world, its questions, a BM25 index, shard sets from the world's own decompositions and
 short prompts) and runs the job as a subprocess, as the ``simulate`` rule does.
 """
@@ -215,7 +215,7 @@ MINI_PROMPTS = {
     "snowball_intro": "So far:",
     "snowball_new": "Also:",
 }
-MINI_SETTINGS = {"runs": 2, "chunk_size": 50, "top_k": 1, "seed": 0, "max_extra_turns": 0,
+MINI_SETTINGS = {"runs": 2, "chunk_size": 50, "top_k": 1, "recall_k": 1, "seed": 0, "max_extra_turns": 0,
                  "assistant": {"temperature": 0.7, "top_p": 0.95, "max_tokens": 12, "stop": ["\n\n"]},
                  "user_simulator": {"temperature": 0.7, "max_tokens": 12, "stop": ["\n"]}}
 
@@ -228,7 +228,7 @@ def build_mini_inputs(root: Path) -> dict[str, Path]:
 
     from convrag.cli import main
     from convrag.records import Question, ShardSet, read_records, write_records
-    from convrag.simulate.shards import check_shards
+    from convrag.studies.lic_rag.shards import check_shards
 
     root = Path(root)
     p = {"corpus_dir": root / "corpus", "questions": root / "questions.jsonl", "index": root / "index",
@@ -265,7 +265,7 @@ def simulate_argv(inputs: dict[str, Path], *, model: str, registry: Path, cache:
     """The simulate rule's command line for chunk 0 of the mini job (one cell): conversations
     go to ``out_dir/<condition>_<policy>/chunk0.jsonl``, accounting to ``out_dir/chunk0.accounting.json``."""
     return convrag_cmd() + [
-        "simulate", "--questions", str(inputs["questions"]), "--shards", str(inputs["shards"]),
+        "lic-rag", "simulate", "--questions", str(inputs["questions"]), "--shards", str(inputs["shards"]),
         "--corpus", str(inputs["corpus"]), "--index-dir", str(inputs["index"]), "--retriever", "bm25",
         "--retriever-name", "bm25", "--retriever-params", json.dumps(BM25_PARAMS),
         "--prompts", str(inputs["prompts"]), "--dataset", "mw", "--model", model, "--user-model", model,

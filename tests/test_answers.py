@@ -2,7 +2,7 @@
 
 import pytest
 
-from convrag.simulate.answers import extract_answer
+from convrag.rag.answers import extract_answer
 
 
 @pytest.mark.parametrize(

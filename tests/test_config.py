@@ -3,7 +3,8 @@ import copy
 import pytest
 import yaml
 
-from convrag.config import REPO_ROOT, cells, load_config, simulate_cells, simulate_jobs, validate_config
+from convrag.config import REPO_ROOT, load_config, validate_config
+from convrag.studies.lic_rag.plan import cells, simulate_cells, simulate_jobs
 from convrag.errors import ConfigError
 
 DEFAULT = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
@@ -65,9 +66,9 @@ def test_config_file_with_a_typo_names_file_and_key(tmp_path):
 
 def test_grid_cells_and_jobs():
     cfg = validate_config(_cfg(), registry=REGISTRY)
-    assert cells(cfg) == [("FULL", "none"), ("CONCAT", "none"), ("SHARDED", "history"), ("SHARDED", "current"),
+    assert cells(cfg["lic_rag"]) == [("FULL", "none"), ("CONCAT", "none"), ("SHARDED", "history"), ("SHARDED", "current"),
                           ("RECAP", "history"), ("RECAP", "current"), ("SNOWBALL", "history"), ("SNOWBALL", "current")]
-    assert cells(cfg, closed=True) == [("FULL", "none"), ("CONCAT", "none"), ("SHARDED", "none"),
+    assert cells(cfg["lic_rag"], closed=True) == [("FULL", "none"), ("CONCAT", "none"), ("SHARDED", "none"),
                                        ("RECAP", "none"), ("SNOWBALL", "none")]
     jobs = simulate_jobs(cfg)
     # one job per retriever (one chunk of 4 questions): all of its cells in lockstep

@@ -14,7 +14,9 @@ from convrag.llm.engine import Engine
 from convrag.llm.registry import ModelSpec
 from convrag.llm.types import Response
 from convrag.records import Passage, Question
-from convrag.simulate.conversation import ConversationRunner, Settings, guard_rephrase, parse_selection
+from convrag.llm.types import Sampling
+from convrag.retrieval import capabilities
+from convrag.studies.lic_rag.simulate import ConversationRunner, Settings, guard_rephrase, parse_selection
 
 PROMPTS = yaml.safe_load((REPO_ROOT / "resources" / "prompts" / "lic_rag" / "assistant.yaml").read_text())
 Q1 = Question(qid="a", dataset="d", question="In which city was the founder of Wenlo Press born?", answers=["Ranholm"],
@@ -40,10 +42,11 @@ class ScriptedEngine:
     picks the LAST remaining clue for c (out of order) and echoes the first for the others."""
 
     def __init__(self):
-        self.batches, self.kinds = [], []
+        self.batches, self.kinds, self.requests = [], [], []
 
     def generate(self, reqs, desc=None):
         self.batches.append(len(reqs))
+        self.requests += list(reqs)
         kinds = {"user" if r.messages[0]["content"] == PROMPTS["user_system"] else "assistant" for r in reqs}
         assert len(kinds) == 1, "a batch mixes user-simulator and assistant requests"
         self.kinds.append(kinds.pop())
@@ -77,12 +80,14 @@ class Retriever:
         return [[("d/1", 3.0), ("d/3", 2.0), ("d/5", 1.0)][:k] for _ in queries]
 
 
-def _runner(cells, engine, retriever=None, name="bm25", runs=2, top_k=2, recall_k=3, max_extra_turns=1):
+def _runner(cells, engine, retriever=None, name="bm25", kind="bm25", runs=2, top_k=2, recall_k=3, max_extra_turns=1):
     return ConversationRunner(cells=cells, retriever=retriever or Retriever(), retriever_name=name,
+                              capabilities=capabilities(kind),
                               model_name="m", user_model_name="m", dataset="d", passages=PASSAGES,
                               assistant_engine=engine, user_engine=engine, prompts=PROMPTS,
-                              settings=Settings(runs=runs, top_k=top_k, recall_k=recall_k,
-                                                max_extra_turns=max_extra_turns))
+                              settings=Settings(runs=runs, top_k=top_k, recall_k=recall_k, seed=0,
+                                                max_extra_turns=max_extra_turns, assistant=Sampling(0.7, 0.95, 64),
+                                                user=Sampling(0.7, 0.95, 48)))
 
 
 def _run(cells, questions=(Q1, Q2), **kw):
@@ -241,8 +246,26 @@ def test_closed_book_retrieves_nothing():
         def search(self, queries, k):
             raise AssertionError("closed book must not search")
 
-    out, _, _ = _run([("FULL", "none"), ("SHARDED", "none")], retriever=Never(), name="closed_book", runs=1)
+    out, _, _ = _run([("FULL", "none"), ("SHARDED", "none")], retriever=Never(), name="closed_book",
+                     kind="closed_book", runs=1)
     assert all(t["retrieved"] == [] for c in out[("SHARDED", "none")] for t in c.turns if t["role"] == "assistant")
+
+
+def test_closed_book_is_decided_by_kind_not_by_name():
+    """A closed-book retriever named anything (here ``no_rag``) gets closed-book prompts: no
+    worked examples with passages, no passage block, no query; an open retriever named
+    ``closed_book`` still gets passages."""
+    class Never:
+        def search(self, queries, k):
+            raise AssertionError("closed book must not search")
+
+    out, eng, _ = _run([("FULL", "none")], retriever=Never(), name="no_rag", kind="closed_book", runs=1)
+    msgs = [m["content"] for r in eng.requests for m in r.messages]
+    assert msgs and not any(PROMPTS["passages_header"] in m for m in msgs)
+    assert all(t["query"] is None and t["retrieved"] == [] for c in out[("FULL", "none")] for t in c.turns
+               if t["role"] == "assistant")
+    out, eng, ret = _run([("FULL", "none")], name="closed_book", kind="bm25", runs=1)
+    assert ret.calls and any(PROMPTS["passages_header"] in m["content"] for r in eng.requests for m in r.messages)
 
 
 def test_user_simulator_guard():
@@ -259,6 +282,6 @@ def test_user_simulator_guard():
 
 
 def test_stopping_rule_documented_in_module():
-    import convrag.simulate.conversation as m
+    import convrag.studies.lic_rag.simulate as m
 
     assert re.search(r"Stopping rule: a conversation ends when the extracted answer is correct", m.__doc__)

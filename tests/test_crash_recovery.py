@@ -1,4 +1,4 @@
-"""kill -9 in the middle of a real `convrag simulate` job (SmolLM2-135M, transformers backend).
+"""kill -9 in the middle of a real `convrag lic-rag simulate` job (SmolLM2-135M, transformers backend).
 
 Two copies of one job start together, each with its own cache: A runs to the end; B is
 SIGKILLed as soon as its SQLite cache holds answers (after its first backend batch of 2,

@@ -1,4 +1,4 @@
-"""The openai backend and whole `convrag simulate` jobs against a fault-injecting server.
+"""The openai backend and whole `convrag lic-rag simulate` jobs against a fault-injecting server.
 
 The server (tests/openai_fault_server.py) answers 429 with Retry-After, 500, timeouts and
 malformed bodies before good answers. Proven here: the backend retries each fault with
@@ -183,7 +183,7 @@ def simulate(inputs, tmp: Path, url: str, name: str, settings=None, cache: Path 
 def error_line(log: str) -> str:
     """The CLI's one error message, to the end of its line (the progress bar, drawn with
     carriage returns, may precede it on the same line and redraws itself after it)."""
-    tag = "convrag simulate: error: "
+    tag = "convrag lic-rag simulate: error: "
     lines = [ln[ln.index(tag):] for ln in log.splitlines() if tag in ln]
     assert len(lines) == 1, log
     return lines[0]
@@ -198,7 +198,7 @@ def test_simulate_fails_cleanly_under_permanent_failure(inputs, server, tmp_path
     rc, log, out = simulate(inputs, tmp_path, srv.url, "failing", settings=ONE_REQUEST, timeout_s=0.5)
     assert rc == 2, log
     err = error_line(log)
-    assert err.startswith(f"convrag simulate: error: {MODEL}: giving up after 3 attempts at {srv.url}: HTTP 500 "), log
+    assert err.startswith(f"convrag lic-rag simulate: error: {MODEL}: giving up after 3 attempts at {srv.url}: HTTP 500 "), log
     assert "Traceback" not in log
     assert f"{MODEL}: attempt 1/3 failed (APITimeoutError" in log
     assert f"{MODEL}: attempt 2/3 failed (JSONDecodeError" in log
@@ -211,7 +211,7 @@ def test_simulate_rejected_request_fails_at_once(inputs, server, tmp_path):
     srv = server([], default="401")
     rc, log, out = simulate(inputs, tmp_path, srv.url, "rejected", settings=ONE_REQUEST)
     assert rc == 2, log
-    assert error_line(log) == (f"convrag simulate: error: {MODEL}: request rejected (HTTP 401 AuthenticationError: "
+    assert error_line(log) == (f"convrag lic-rag simulate: error: {MODEL}: request rejected (HTTP 401 AuthenticationError: "
                                f"Error code: 401 - Incorrect API key provided)")
     assert srv.faults_served == ["401"]  # a client error is not retried
     assert files_under(out) == []

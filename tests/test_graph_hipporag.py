@@ -87,9 +87,10 @@ def test_hipporag_mass_flows_through_the_graph(tmp_path, path_graph, monkeypatch
     monkeypatch.setattr(hipporag, "encode", fake_encoder({"Who is A?": I4[0]}))
     eng = ScriptedEngine({"Who is A?": '{"entities": ["A"]}'})
     r = retriever(hipporag, tmp_path, gdir, corpus, {}, eng)
-    hits = r.search(["Who is A?"], k=3)[0]
+    res = r.search(["Who is A?"], k=3)
+    hits = res[0]
     # PPR from A on the path A-B-C (damping 0.5): A 7/12, B 1/3, C 1/12, D 0
-    det = r.last_details[0]
+    det = res.details[0]
     assert det["seeds"] == {"a": 1.0} and det["fallback"] is None
     assert det["entity_ppr"] == pytest.approx({"a": 7 / 12, "b": 1 / 3, "c": 1 / 12})
     # p0 = A + B = 11/12; p1 = B + C = 5/12 (reached only through B); p2 only by the dense fill
@@ -130,9 +131,9 @@ def test_hipporag_costs_parse_failures_and_fallbacks(tmp_path, path_graph, monke
     out = r.search(queries, k=3)
     assert len(eng.batches) == 1 and len(eng.batches[0]) == 4  # one batched NER call
     assert [len(h) for h in out] == [3, 3, 3, 3]
-    assert [c.to_dict() for c in r.last_costs] == [
+    assert [c.to_dict() for c in out.costs] == [
         {"llm_calls": 1, "prompt_tokens": 50, "completion_tokens": 7, "parse_failures": f} for f in (0, 1, 0, 0)]
-    d = r.last_details
+    d = out.details
     # "Alpha" is no graph entity: linked by cosine to its nearest, B (0.8 > 0.6); B is in 2 passages
     assert d[0]["fallback"] is None and d[0]["seeds"] == {"b": 0.5}
     # not JSON: the query embedding (= C's) seeds C (cosine 1 x specificity 1), the walk mirrors A's
@@ -144,7 +145,8 @@ def test_hipporag_costs_parse_failures_and_fallbacks(tmp_path, path_graph, monke
     # an entity that is not in the query is dropped (grounding), leaving none: same fallback
     assert d[3]["query_entities"] == ["1990"] and d[3]["grounded_entities"] == []
     assert d[3]["fallback"] == "no_query_entities" and out[3] == out[2]
-    assert r.search([], k=3) == [] and r.last_costs == []
+    empty = r.search([], k=3)
+    assert empty == [] and empty.costs == [] and empty.details == []
 
 
 def test_hipporag_without_grounding_links_copied_entities(tmp_path, path_graph, monkeypatch):
@@ -152,8 +154,8 @@ def test_hipporag_without_grounding_links_copied_entities(tmp_path, path_graph, 
     monkeypatch.setattr(hipporag, "encode", fake_encoder({"ghost": I4[3], "1990": I4[2]}))
     eng = ScriptedEngine({"ghost": '{"entities": ["1990"]}'})
     r = retriever(hipporag, tmp_path, gdir, corpus, {"grounded_only": False}, eng)
-    r.search(["ghost"], k=1)
-    assert r.last_details[0]["fallback"] is None and r.last_details[0]["seeds"] == {"c": 1.0}
+    res = r.search(["ghost"], k=1)
+    assert res.details[0]["fallback"] is None and res.details[0]["seeds"] == {"c": 1.0}
 
 
 def test_hipporag_build_and_load_checks(tmp_path, path_graph):
@@ -232,9 +234,9 @@ def test_hipporag2_filter_keeps_and_drops_per_reply(tmp_path, fact_graph, monkey
     assert len(eng.batches) == 1 and len(eng.batches[0]) == 4  # one batched filter call
     prompt = eng.batches[0][0].messages[-1]["content"]
     assert prompt == ("Question: keep first\nFacts:\n1. a | founded | b\n2. b | born in | c\n3. d | likes | e")
-    assert [c.to_dict() for c in r.last_costs] == [
+    assert [c.to_dict() for c in out.costs] == [
         {"llm_calls": 1, "prompt_tokens": 50, "completion_tokens": 7, "parse_failures": f} for f in (0, 0, 0, 1)]
-    d = r.last_details
+    d = out.details
     assert d[0]["candidates"] == [("a | founded | b", 1.0), ("b | born in | c", pytest.approx(0.6)),
                                   ("d | likes | e", 0.0)]
     assert d[0]["kept"] == ["a | founded | b"] and d[0]["fallback"] is None
@@ -265,9 +267,10 @@ def test_hipporag2_without_filter_calls_no_llm(tmp_path, fact_graph, monkeypatch
     kg, gdir, corpus = fact_graph
     monkeypatch.setattr(hipporag2, "encode", fake_encoder({"q": Q}))
     r = retriever(hipporag2, tmp_path, gdir, corpus, {"filter": False, "link_top_k": 1}, None)
-    hits = r.search(["q"], k=2)[0]
-    assert r.last_costs[0].llm_calls == 0 and r.last_details[0]["fallback"] == "filter_off"
-    assert r.last_details[0]["seeds"] == {"a": 1.0}  # top-1 fact a-founded-b; top-1 entity a (1 > 0.5)
+    res = r.search(["q"], k=2)
+    hits = res[0]
+    assert res.costs[0].llm_calls == 0 and res.details[0]["fallback"] == "filter_off"
+    assert res.details[0]["seeds"] == {"a": 1.0}  # top-1 fact a-founded-b; top-1 entity a (1 > 0.5)
     ref = reference_passage_ppr(np.array([1, 0, 0, 0, 0] + list(np.array([0.0, 1.0, 0.5]) * 0.05)))
     assert [x for x, _ in hits] == [f"p{j}" for j in np.argsort(-ref, kind="stable")[:2]]
     with pytest.raises(ConfigError, match="needs an LLM engine"):
@@ -325,7 +328,8 @@ def test_real_tiny_model(tiny, mod):
     out = r.search(queries, k=3)
     assert [len(h) for h in out] == [3, 3]
     assert all(len({d for d, _ in h}) == 3 for h in out)
-    assert all(c.llm_calls == 1 and c.prompt_tokens > 0 and c.completion_tokens > 0 for c in r.last_costs)
+    assert all(c.llm_calls == 1 and c.prompt_tokens > 0 and c.completion_tokens > 0 for c in out.costs)
     assert eng.accounting.requests == 2 and eng.accounting.batches == 1  # one batched call
-    assert sum(c.parse_failures for c in r.last_costs) == sum(
-        d["fallback"] in ("ner_parse_failure", "filter_parse_failure") for d in r.last_details)
+    assert len(out.details) == 2
+    assert sum(c.parse_failures for c in out.costs) == sum(
+        d["fallback"] in ("ner_parse_failure", "filter_parse_failure") for d in out.details)

@@ -170,19 +170,20 @@ def test_invalid_json_fallback_counted_and_costs_per_query(world):
     assert len(eng.batches) == 1 and len(eng.batches[0]) == 3  # one batched call for all queries
     # fallback: the whole query as both levels; its vector is alice's -> d0 found
     assert res[1][0][0] == "d0"
-    assert [c.parse_failures for c in r.last_costs] == [0, 1, 0]
-    assert [c.llm_calls for c in r.last_costs] == [1, 1, 1]
-    assert [c.prompt_tokens for c in r.last_costs] == [100 + len(q) for q in qs]
-    assert [c.completion_tokens for c in r.last_costs] == [len(REPLIES[q]) // 4 for q in qs]
+    assert [c.parse_failures for c in res.costs] == [0, 1, 0]
+    assert [c.llm_calls for c in res.costs] == [1, 1, 1]
+    assert [c.prompt_tokens for c in res.costs] == [100 + len(q) for q in qs]
+    assert [c.completion_tokens for c in res.costs] == [len(REPLIES[q]) // 4 for q in qs]
     assert all(len(h) == 2 for h in res)
 
 
 def test_empty_keyword_lists_fall_back_uncounted(world):
     eng = ScriptedEngine({"Where was Alice born?": '{"low_level": [], "high_level": []}'})
     r = load(world, eng)
-    [hits] = r.search(["Where was Alice born?"], k=1)
+    res = r.search(["Where was Alice born?"], k=1)
+    [hits] = res
     assert hits[0][0] == "d0"
-    assert r.last_costs[0].parse_failures == 0
+    assert res.costs[0].parse_failures == 0
 
 
 def test_exactly_k(world):
@@ -191,7 +192,8 @@ def test_exactly_k(world):
         [hits] = r.search(["q-local"], k=k)
         assert len(hits) == min(k, 5)
         assert len({d for d, _ in hits}) == len(hits)
-    assert r.search([], k=3) == [] and r.last_costs == []
+    empty = r.search([], k=3)
+    assert empty == [] and empty.costs == []
     with pytest.raises(ConfigError):
         r.search(["q-local"], k=0)
 
@@ -252,7 +254,8 @@ def test_real_tiny_models(tmp_path):
     res = r.search(qs, k=3)
     assert [len(h) for h in res] == [3, 3]
     assert eng.accounting.batches == 1 and eng.accounting.calls == 2
-    for c in r.last_costs:
+    assert len(res.costs) == 2
+    for c in res.costs:
         assert c.llm_calls == 1 and c.prompt_tokens > 0 and c.completion_tokens > 0
     assert res[1][0][0] == "p4"  # the only passage about Kestrel FC
     pool.close()

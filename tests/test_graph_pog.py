@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from convrag.errors import ConfigError
-from convrag.retrieval import build_index, load_retriever, needs_graph, uses_llm
+from convrag.retrieval import build_index, capabilities, load_retriever
 from convrag.retrieval.graph import pog
 from convrag.retrieval.graph.pog import parse_plan, parse_reflection
 
@@ -39,7 +39,9 @@ def steps(eng):
 
 
 def test_registry_flags():
-    assert needs_graph("pog") and uses_llm("pog")
+    caps = capabilities("pog")
+    assert caps.needs_graph and caps.uses_llm and caps.llm_at_query and not caps.llm_at_build
+    assert caps.cost_class == "explorer" and not caps.closed_book
     d = pog.DEFAULTS
     assert (d["max_hops"], d["width"], d["max_backtracks"], d["llm"]) == (2, 2, 1, None)
 
@@ -48,8 +50,9 @@ def test_two_hop_plan_with_memory(graph):
     script = {QUERY: {"query_ner": [NER], "pog_plan": [PLAN], "pog_relations": [Pick("built by"), Pick("founded by")],
                       "pog_reflect": [Reflect("continue", (1,)), Reflect("continue", (1, 2))]}}
     r, eng = retriever(graph, script)
-    hits = r.search([QUERY], 6)[0]
-    tr = r.last_traces[0]
+    res = r.search([QUERY], 6)
+    hits = res[0]
+    tr = res.details[0]
     assert tr["topic"] == ["alder bridge"] and len(tr["subobjectives"]) == 3
     h1, h2 = tr["hops"]
     assert h1["frontier"] == ["alder bridge"]
@@ -68,7 +71,7 @@ def test_two_hop_plan_with_memory(graph):
         assert s == pytest.approx(want, abs=1e-6), d
     assert hits[4][1] < 1e-2
     # NER + plan + 2 x (relations + reflection) = 6 calls; one request per generate call
-    c = r.last_costs[0]
+    c = res.costs[0]
     assert (c.llm_calls, c.prompt_tokens, c.completion_tokens, c.parse_failures) == (6, 60, 18, 0)
     assert steps(eng) == [["query_ner"], ["pog_plan"], ["pog_relations"], ["pog_reflect"],
                           ["pog_relations"], ["pog_reflect"]]
@@ -86,10 +89,11 @@ def test_enough_stops_after_first_hop(graph):
     script = {QUERY: {"query_ner": [NER], "pog_plan": [PLAN], "pog_relations": [Pick("built by")],
                       "pog_reflect": [Reflect("enough", (1, 2, 3))]}}
     r, eng = retriever(graph, script)
-    hits = r.search([QUERY], 3)[0]
-    tr = r.last_traces[0]
+    res = r.search([QUERY], 3)
+    hits = res[0]
+    tr = res.details[0]
     assert tr["stop"] == "enough" and len(tr["hops"]) == 1 and tr["hops"][0]["done"] == [1, 2, 3]
-    assert r.last_costs[0].llm_calls == 4 and len(eng.calls) == 4
+    assert res.costs[0].llm_calls == 4 and len(eng.calls) == 4
     # path end corvin steelworks: tier 1 alder, corvin; tier 2 kessa (mentions alder bridge)
     assert [d for d, _ in hits] == ["alder", "corvin", "kessa"]
 
@@ -99,8 +103,9 @@ def test_backtrack_explores_the_other_branch(graph):
                       "pog_relations": [Pick("spans"), Pick("built by"), Pick("founded by")],
                       "pog_reflect": [Reflect("backtrack", (), "alder bridge"), Reflect("continue", (1,))]}}
     r, eng = retriever(graph, script)
-    hits = r.search([QUERY], 6)[0]
-    tr = r.last_traces[0]
+    res = r.search([QUERY], 6)
+    hits = res[0]
+    tr = res.details[0]
     h1, h2, h3 = tr["hops"]
     assert h1["chosen"] == ["alder bridge | spans | ?"] and h1["reached"] == ["kessa river"]
     assert (h1["decision"], h1["backtrack_to"]) == ("backtrack", "alder bridge")
@@ -113,7 +118,7 @@ def test_backtrack_explores_the_other_branch(graph):
     assert tr["kept"] == ["alder bridge", "corvin steelworks", "mara voss"]  # kessa river abandoned
     assert tr["evidence"] == ["alder bridge | built by | corvin steelworks", "corvin steelworks | founded by | mara voss"]
     # calls: NER, plan, rel, reflect (backtrack), rel, reflect, rel = 7
-    assert r.last_costs[0].llm_calls == 7 and r.last_costs[0].parse_failures == 0
+    assert res.costs[0].llm_calls == 7 and res.costs[0].parse_failures == 0
     assert steps(eng) == [["query_ner"], ["pog_plan"], ["pog_relations"], ["pog_reflect"], ["pog_relations"],
                           ["pog_reflect"], ["pog_relations"]]
     assert "Earlier entities:\n1. alder bridge" in eng.prompts[3][0]
@@ -127,12 +132,12 @@ def test_backtrack_without_budget_continues(graph):
     script = {QUERY: {"query_ner": [NER], "pog_plan": [PLAN], "pog_relations": [Pick("spans"), Pick("flows into")],
                       "pog_reflect": [Reflect("backtrack", (), "alder bridge")]}}
     r, eng = retriever(graph, script, max_backtracks=0)
-    r.search([QUERY], 3)
-    tr = r.last_traces[0]
+    res = r.search([QUERY], 3)
+    tr = res.details[0]
     assert tr["hops"][0]["decision"] == "continue" and tr["hops"][0]["backtrack_to"] is None
     assert tr["hops"][1]["frontier"] == ["kessa river"] and tr["hops"][1]["reached"] == ["lake orum"]
     # max_backtracks=0: no reflection after the last hop: NER, plan, rel, reflect, rel = 5
-    assert r.last_costs[0].llm_calls == 5 and r.last_costs[0].parse_failures == 0
+    assert res.costs[0].llm_calls == 5 and res.costs[0].parse_failures == 0
 
 
 def test_parse_failures_use_documented_fallbacks(graph):
@@ -140,14 +145,15 @@ def test_parse_failures_use_documented_fallbacks(graph):
                       "pog_relations": ["built by, obviously", Pick("founded by")],
                       "pog_reflect": ['{"decision": "maybe"}', "done"]}}
     r, eng = retriever(graph, script, width=1)
-    hits = r.search([QUERY], 3)[0]
-    tr = r.last_traces[0]
+    res = r.search([QUERY], 3)
+    hits = res[0]
+    tr = res.details[0]
     assert tr["subobjectives"] == [QUERY]  # plan fallback: the question itself
     h1, h2 = tr["hops"]
     assert h1["fallback"] is True and h1["chosen"] == ["alder bridge | built by | ?"]  # best triple cosine
     assert h1["decision"] == h2["decision"] == "continue"  # reflection fallback
     assert h2["reached"] == ["mara voss"]
-    assert r.last_costs[0].parse_failures == 4 and r.last_costs[0].llm_calls == 6
+    assert res.costs[0].parse_failures == 4 and res.costs[0].llm_calls == 6
     assert [d for d, _ in hits] == ["voss", "alder", "corvin"]
 
 
@@ -156,13 +162,13 @@ def test_backtrack_with_invalid_target_falls_back_to_latest(graph):
                       "pog_relations": [Pick("spans"), Pick("flows into"), Pick("built by")],
                       "pog_reflect": [Reflect("continue"), '{"done": [], "decision": "backtrack", "backtrack_to": 7}']}}
     r, eng = retriever(graph, script)
-    r.search([QUERY], 3)
-    tr = r.last_traces[0]
+    res = r.search([QUERY], 3)
+    tr = res.details[0]
     # kessa river has no edge left, so the only (and latest) earlier entity is alder bridge
     assert tr["hops"][1]["backtrack_to"] == "alder bridge"
     assert tr["hops"][2]["frontier"] == ["alder bridge"] and tr["hops"][2]["reached"] == ["corvin steelworks"]
     assert tr["kept"] == ["alder bridge", "corvin steelworks"]
-    assert r.last_costs[0].parse_failures == 1 and r.last_costs[0].llm_calls == 7
+    assert res.costs[0].parse_failures == 1 and res.costs[0].llm_calls == 7
 
 
 def test_batched_steps_over_active_queries(graph):
@@ -179,9 +185,9 @@ def test_batched_steps_over_active_queries(graph):
         [("pog_relations", QUERY), ("pog_relations", Q2)], [("pog_reflect", QUERY), ("pog_reflect", Q2)],
         [("pog_relations", QUERY)], [("pog_reflect", QUERY)],
     ]
-    assert [c.llm_calls for c in r.last_costs] == [6, 4]
-    assert [c.completion_tokens for c in r.last_costs] == [18, 12]
-    assert [t["stop"] for t in r.last_traces] == ["enough", "enough"]
+    assert [c.llm_calls for c in hits.costs] == [6, 4]
+    assert [c.completion_tokens for c in hits.costs] == [18, 12]
+    assert [t["stop"] for t in hits.details] == ["enough", "enough"]
     # Q2: path end kessa river (tier 1 kessa .3, orum .95), then tier 2 alder (.5)
     assert [d for d, _ in hits[1]] == ["orum", "kessa"] and [d for d, _ in hits[0]] == ["voss", "alder"]
 
@@ -211,7 +217,8 @@ def test_params_and_errors(graph):
     r = load_retriever("pog", tmp / "i", {"max_hops": 3}, corpus_path=corpus)
     with pytest.raises(ConfigError, match="retriever 'pog' calls an LLM"):
         r.search([QUERY], 2)
-    assert r.search([], 3) == [] and r.last_costs == []
+    empty = r.search([], 3)
+    assert empty == [] and empty.costs == [] and empty.details == []
 
 
 def test_k_larger_than_corpus_returns_all(graph):
@@ -237,7 +244,8 @@ def test_real_tiny_models(tmp_path):
     assert [len(h) for h in hits] == [4, 4]
     for h in hits:
         assert len({d for d, _ in h}) == 4 and [s for _, s in h] == sorted((s for _, s in h), reverse=True)
-    for c in r.last_costs:
+    assert len(hits.costs) == 2
+    for c in hits.costs:
         # at least NER + plan + one hop; at most NER + plan + 3 hops x 2
         assert 3 <= c.llm_calls <= 8 and c.prompt_tokens > 0 and c.completion_tokens > 0
-    assert eng.accounting.requests == sum(c.llm_calls for c in r.last_costs)
+    assert eng.accounting.requests == sum(c.llm_calls for c in hits.costs)

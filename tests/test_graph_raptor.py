@@ -15,7 +15,7 @@ from convrag.errors import ConfigError
 from convrag.io import read_json
 from convrag.llm.types import Response
 from convrag.records import Passage, write_records
-from convrag.retrieval import build_index, load_retriever, needs_graph, uses_llm
+from convrag.retrieval import build_index, capabilities, load_retriever
 from convrag.retrieval.graph import common, raptor
 
 DIM = 8
@@ -91,7 +91,9 @@ def built(tmp_path, corpus, engine=None, **params):
 
 
 def test_module_flags():
-    assert not needs_graph("raptor") and uses_llm("raptor")
+    caps = capabilities("raptor")
+    assert not caps.needs_graph and caps.uses_llm and caps.llm_at_build and not caps.llm_at_query
+    assert caps.cost_class == "cheap" and not caps.closed_book
     assert "llm" not in raptor.RUNTIME_KEYS and "max_context_tokens" in raptor.RUNTIME_KEYS
 
 
@@ -161,14 +163,15 @@ def test_round_trip_and_query_near_cluster_b(tmp_path, corpus):
     r = load_retriever("raptor", idx, {}, corpus_path=corpus, llm=eng)
     tree = json.loads((idx / "tree.json").read_text())
     assert r.nodes == tree["nodes"] and r.levels == tree["levels"] and r.doc_ids == DOCS
-    [hits] = r.search(["query beta"], k=3)
+    res = r.search(["query beta"], k=3)
+    [hits] = res
     # summary B (cos 1) is selected first and brings b1, b2, b3 by their own cosine
     # (0.999, 0.995, 0.981); all score 2 + 1, strictly decreasing in output order
     assert [d for d, _ in hits] == ["b1", "b2", "b3"]
     assert hits[0][1] == pytest.approx(3.0) and hits[2][1] == pytest.approx(3.0)
     assert hits[0][1] > hits[1][1] > hits[2][1]
-    assert r.last_costs[0].to_dict() == {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                                         "parse_failures": 0}
+    assert res.costs[0].to_dict() == {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                      "parse_failures": 0}
     [hits] = r.search(["query alpha"], k=2)
     # nearest node is leaf a1 (cos 0.982), then summary A (0.958) which adds a2 (0.953; a1 is taken)
     assert [d for d, _ in hits] == ["a1", "a2"]
@@ -208,8 +211,9 @@ def test_exactly_k(tmp_path, corpus):
         res = r.search(["query beta", "query alpha"], k=k)
         assert [len(h) for h in res] == [min(k, 6)] * 2
         assert all(len({d for d, _ in h}) == len(h) for h in res)
-    assert len(r.last_costs) == 2
-    assert r.search([], k=2) == [] and r.last_costs == []
+        assert len(res.costs) == 2
+    empty = r.search([], k=2)
+    assert empty == [] and empty.costs == []
 
 
 def test_summary_model_checked_at_load(tmp_path, corpus):
@@ -268,5 +272,5 @@ def test_real_tiny_models(tmp_path):
     r = load_retriever("raptor", tmp_path / "idx", {"summary_max_tokens": 32}, corpus_path=corpus, llm=eng)
     res = r.search(["Which stadium does Kestrel FC play at?", "Who published Grey Harbour?"], k=3)
     assert [len(h) for h in res] == [3, 3]
-    assert all(c.llm_calls == 0 for c in r.last_costs)
+    assert len(res.costs) == 2 and all(c.llm_calls == 0 for c in res.costs)
     pool.close()

@@ -11,7 +11,7 @@ import pytest
 from convrag.errors import ConfigError, DataError
 from convrag.records import Passage, write_records
 from convrag.retrieval.graph.kg import KnowledgeGraph
-from convrag.retrieval import build_index, load_retriever, needs_graph, uses_llm
+from convrag.retrieval import build_index, capabilities, load_retriever
 from convrag.retrieval.graph import tog2
 from convrag.retrieval.graph.tog2 import context_pool, parse_relation_choice, rank_entities
 
@@ -37,7 +37,9 @@ def retriever(graph, script, **params):
 
 
 def test_registry_flags():
-    assert needs_graph("tog2") and uses_llm("tog2")
+    caps = capabilities("tog2")
+    assert caps.needs_graph and caps.uses_llm and caps.llm_at_query and not caps.llm_at_build
+    assert caps.cost_class == "explorer" and not caps.closed_book
     assert tog2.DEFAULTS["max_depth"] == 2 and tog2.DEFAULTS["width"] == 2 and tog2.DEFAULTS["llm"] is None
 
 
@@ -45,8 +47,9 @@ def test_two_hop_path_reaches_answer_passage(graph):
     script = {QUERY: {"query_ner": [NER], "tog2_relations": [Pick("built by"), Pick("founded by")],
                       "tog2_sufficiency": ['{"sufficient": "no"}']}}
     r, eng = retriever(graph, script)
-    hits = r.search([QUERY], 6)[0]
-    tr = r.last_traces[0]
+    res = r.search([QUERY], 6)
+    hits = res[0]
+    tr = res.details[0]
     assert tr["topic"] == ["alder bridge"]
     d1, d2 = tr["steps"]
     # candidates pre-ranked by query-triple cosine: built by .7 > spans .2
@@ -65,7 +68,7 @@ def test_two_hop_path_reaches_answer_passage(graph):
         assert s == pytest.approx(want, abs=1e-6), d
     assert hits[4][1] == pytest.approx(1.65e-3 * (1 + 0.95) / 2, rel=1e-5)
     # calls per query with depth 2 and no early stop: NER + 2 relation steps + 1 sufficiency = 4
-    c = r.last_costs[0]
+    c = res.costs[0]
     assert (c.llm_calls, c.prompt_tokens, c.completion_tokens, c.parse_failures) == (4, 40, 12, 0)
     assert eng.calls == [[("query_ner", QUERY)], [("tog2_relations", QUERY)],
                          [("tog2_sufficiency", QUERY)], [("tog2_relations", QUERY)]]
@@ -78,10 +81,11 @@ def test_two_hop_path_reaches_answer_passage(graph):
 def test_dense_alone_and_one_hop_miss_the_answer(graph):
     script = {QUERY: {"query_ner": [NER], "tog2_relations": [Pick("built by")]}}
     r, eng = retriever(graph, script, max_depth=1)
-    hits = r.search([QUERY], 4)[0]
+    res = r.search([QUERY], 4)
+    hits = res[0]
     # one hop reaches corvin steelworks but not mara voss: voss is not collected
     assert [d for d, _ in hits] == ["alder", "corvin", "kessa", "orum"]
-    assert r.last_costs[0].llm_calls == 2 and len(eng.calls) == 2  # NER + relations, no sufficiency at the last depth
+    assert res.costs[0].llm_calls == 2 and len(eng.calls) == 2  # NER + relations, no sufficiency at the last depth
     dense = r.kg.passage_emb @ query_encoder([QUERY])[0]
     assert r.kg.doc_ids[int(np.argmax(dense))] == "orum"
 
@@ -90,10 +94,11 @@ def test_sufficient_stops_early(graph):
     script = {QUERY: {"query_ner": [NER], "tog2_relations": [Pick("built by")],
                       "tog2_sufficiency": ['{"sufficient": "yes"}']}}
     r, eng = retriever(graph, script)
-    hits = r.search([QUERY], 6)[0]
-    tr = r.last_traces[0]
+    res = r.search([QUERY], 6)
+    hits = res[0]
+    tr = res.details[0]
     assert tr["stop"] == "sufficient" and len(tr["steps"]) == 1 and tr["steps"][0]["sufficient"] is True
-    assert r.last_costs[0].llm_calls == 3 and len(eng.calls) == 3
+    assert res.costs[0].llm_calls == 3 and len(eng.calls) == 3
     assert tr["collected"] == ["alder", "corvin", "kessa"]
     assert len(hits) == 6 and [d for d, _ in hits][:3] == ["alder", "corvin", "kessa"]
 
@@ -112,9 +117,9 @@ def test_batched_steps_over_active_queries(graph):
         [("tog2_sufficiency", QUERY), ("tog2_sufficiency", Q2)],
         [("tog2_relations", QUERY)],  # Q2 stopped: only the active query
     ]
-    assert [c.llm_calls for c in r.last_costs] == [4, 3]
-    assert [c.prompt_tokens for c in r.last_costs] == [40, 30]
-    assert r.last_traces[1]["steps"][0]["kept"] == ["kessa river"]
+    assert [c.llm_calls for c in hits.costs] == [4, 3]
+    assert [c.prompt_tokens for c in hits.costs] == [40, 30]
+    assert hits.details[1]["steps"][0]["kept"] == ["kessa river"]
     # Q2 collected alder, kessa (topic) and kessa, orum (kessa river's contexts)
     assert [d for d, _ in hits[1]] == ["orum", "alder"] and [d for d, _ in hits[0]] == ["voss", "alder"]
 
@@ -124,15 +129,16 @@ def test_parse_failures_use_documented_fallbacks(graph):
                       "tog2_relations": ["the first one looks right", Pick("founded by")],
                       "tog2_sufficiency": ["maybe"]}}
     r, eng = retriever(graph, script, width=1)
-    hits = r.search([QUERY], 3)[0]
-    tr = r.last_traces[0]
+    res = r.search([QUERY], 3)
+    hits = res[0]
+    tr = res.details[0]
     # NER failure: the query is linked by its embedding (alder bridge has the best cosine, .8)
     assert tr["topic"] == ["alder bridge"]
     # relation failure: the width=1 best by query-triple cosine (built by .7)
     assert tr["steps"][0]["fallback"] is True and tr["steps"][0]["chosen"] == ["alder bridge | built by | ?"]
     # sufficiency failure counts as "no": exploration goes on to depth 2 and finds voss
     assert tr["steps"][0]["sufficient"] is False and tr["steps"][1]["kept"] == ["mara voss"]
-    assert r.last_costs[0].parse_failures == 3 and r.last_costs[0].llm_calls == 4
+    assert res.costs[0].parse_failures == 3 and res.costs[0].llm_calls == 4
     assert [d for d, _ in hits] == ["voss", "alder", "corvin"]
 
 
@@ -155,12 +161,12 @@ def test_width_two_keeps_entities_by_context_score(graph):
     script = {QUERY: {"query_ner": [NER], "tog2_relations": [Pick("spans", "built by"), Pick("flows into")],
                       "tog2_sufficiency": ['{"sufficient": "no"}']}}
     r, _ = retriever(graph, script)
-    r.search([QUERY], 6)
-    d1 = r.last_traces[0]["steps"][0]
+    res = r.search([QUERY], 6)
+    d1 = res.details[0]["steps"][0]
     assert d1["chosen"] == ["alder bridge | spans | ?", "alder bridge | built by | ?"]
     # kessa river (contexts orum .95, kessa .3) outranks corvin steelworks (alder .5, corvin .4)
     assert d1["expanded"] == ["kessa river", "corvin steelworks"] and d1["kept"] == ["kessa river", "corvin steelworks"]
-    d2 = r.last_traces[0]["steps"][1]
+    d2 = res.details[0]["steps"][1]
     assert d2["candidates"] == ["corvin steelworks | founded by | ?", "kessa river | flows into | ?"]
 
 
@@ -193,7 +199,8 @@ def test_params_and_errors(graph):
         r.search([QUERY], 2)
     with pytest.raises(ConfigError, match="k must be a positive integer"):
         r.search([QUERY], 0)
-    assert r.search([], 3) == [] and r.last_costs == []
+    empty = r.search([], 3)
+    assert empty == [] and empty.costs == [] and empty.details == []
 
 
 @pytest.mark.parametrize("threshold, topic", [(0.5, ["alder bridge"]), (0.0, ["alder bridge", "lake orum"])])
@@ -209,18 +216,19 @@ def test_weak_entity_links_are_dropped(graph, threshold, topic):
     script = {QUERY: {"query_ner": ['{"entities": ["Alder Bridge", "Dalmen"]}'], "tog2_relations": [Pick("built by")]}}
     r, _ = retriever(graph, script, max_depth=1, min_link_score=threshold)
     r.encoder = enc
-    r.search([QUERY], 2)
-    assert r.last_traces[0]["topic"] == topic
+    res = r.search([QUERY], 2)
+    assert res.details[0]["topic"] == topic
 
 
 def test_k_larger_than_corpus_returns_all(graph):
     script = {QUERY: {"query_ner": ['{"entities": []}'], "tog2_relations": [Pick("built by"), Pick("founded by")],
                       "tog2_sufficiency": ['{"sufficient": "no"}']}}
     r, _ = retriever(graph, script)
-    hits = r.search([QUERY], 50)[0]
+    res = r.search([QUERY], 50)
+    hits = res[0]
     assert len(hits) == 6 and len({d for d, _ in hits}) == 6
-    assert r.last_traces[0]["topic"] == ["alder bridge"]  # empty NER: linked by the query embedding
-    assert r.last_costs[0].parse_failures == 0
+    assert res.details[0]["topic"] == ["alder bridge"]  # empty NER: linked by the query embedding
+    assert res.costs[0].parse_failures == 0
 
 
 @pytest.mark.tinymodel
@@ -238,9 +246,10 @@ def test_real_tiny_models(tmp_path):
     assert [len(h) for h in hits] == [4, 4]
     for h in hits:
         assert len({d for d, _ in h}) == 4 and [s for _, s in h] == sorted((s for _, s in h), reverse=True)
-    for c in r.last_costs:
+    assert len(hits.costs) == 2
+    for c in hits.costs:
         assert 2 <= c.llm_calls <= 4 and c.prompt_tokens > 0 and c.completion_tokens > 0
-    assert eng.accounting.requests == sum(c.llm_calls for c in r.last_costs)
+    assert eng.accounting.requests == sum(c.llm_calls for c in hits.costs)
 
 
 def test_graph_and_corpus_checks(graph):

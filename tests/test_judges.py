@@ -92,3 +92,40 @@ def test_classifier_and_judge_with_the_real_tiny_model(tmp_path):
     assert verdicts[0]["method"] == "llm" and verdicts[0]["raw"] is not None
     assert (verdicts[0]["correct"] is None) == (not verdicts[0]["parsed"])
     assert eng.accounting.calls == 2 and eng.accounting.prompt_tokens > 0
+
+
+def test_judge_registry_knows_both_judges_and_names_unknown_ones():
+    from convrag.errors import ConfigError
+    from convrag.judges.registry import get_judge
+
+    assert get_judge("answer_correctness").unit == "conversation"
+    assert get_judge("response_category").labels == CATEGORIES
+    with pytest.raises(ConfigError, match="unknown judge 'nope'"):
+        get_judge("nope")
+
+
+@pytest.mark.tinymodel
+def test_judge_stage_writes_one_verdict_per_item(tmp_path):
+    """`convrag judge`: the generic stage, so a judge can change without regenerating answers."""
+    import json
+    import subprocess
+    import sys
+
+    items = [{"item_id": "a", "question": "Who?", "answers": ["Sera Lund"], "prediction": None},
+             {"item_id": "b", "question": "Who?", "answers": ["Sera Lund"], "prediction": "sera lund"},
+             {"item_id": "c", "question": "Who founded it?", "answers": ["Sera Lund"], "prediction": "S. Lund"}]
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items))
+    argv = [sys.executable, "-m", "convrag.cli", "judge", "--judge", "answer_correctness",
+            "--items", str(tmp_path / "items.jsonl"), "--model", "smollm2-135m",
+            "--prompts", str(PROMPTS / "judge.yaml"), "--registry", str(REPO_ROOT / "config" / "models.yaml"),
+            "--cache", str(tmp_path / "c.sqlite"), "--out", str(tmp_path / "v.jsonl"),
+            "--accounting", str(tmp_path / "acc.json")]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    v = [json.loads(x) for x in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert [x["item_id"] for x in v] == ["a", "b", "c"] and {x["judge"] for x in v} == {"answer_correctness"}
+    assert (v[0]["value"], v[0]["method"]) == (False, "no_answer") and (v[1]["value"], v[1]["method"]) == (True, "exact_match")
+    assert v[2]["method"] == "llm" and v[2]["raw"] is not None and v[2]["parsed"] == (v[2]["value"] is not None)
+    acc = json.loads((tmp_path / "acc.json").read_text())
+    assert acc["items"] == 3 and acc["method_llm"] == 1 and acc["answer_correctness"]["requests"] == 1
+    assert acc["unparsed"] == int(not v[2]["parsed"])

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from convrag.metrics.reliability import aptitude, unreliability
-from convrag.studies import lic_rag as L
+from convrag.studies.lic_rag import analyses as L
+from convrag.studies.lic_rag.score import _order_kept
 
 BOOT = {"n_resamples": 200, "seed": 0}
 
@@ -135,9 +136,9 @@ def test_order_kept_from_turns():
         turns = [t for i in ids for t in ({"role": "user", "text": "x", "shard_id": i}, {"role": "assistant", "text": ""})]
         return Conversation("c", "lic_rag", "q", "d", cond, "history", "bm25", "m", 0, turns)
 
-    assert L._order_kept(conv([1, 2, 3])) == 1.0
-    assert L._order_kept(conv([1, 3, 2])) == 0.0
-    assert np.isnan(L._order_kept(conv([None], cond="FULL")))
+    assert _order_kept(conv([1, 2, 3])) == 1.0
+    assert _order_kept(conv([1, 3, 2])) == 0.0
+    assert np.isnan(_order_kept(conv([None], cond="FULL")))
 
 
 def test_information_preservation_and_retention():

@@ -41,7 +41,7 @@ def test_sample_grid_slice(shared_data, tmp_path):
     sets = [json.loads(x) for x in (out / "lic_rag/shards/musique_2hop/final.jsonl").read_text().splitlines()]
     passed = [s for s in sets if s["passed"]]
     assert len(sets) == 3 and passed, "no MuSiQue question entered the grid"
-    t1 = pd.read_csv(out / "lic_rag/tables/table1_datasets.csv").iloc[0]
+    t1 = pd.read_csv(out / "lic_rag/tables/datasets.csv").iloc[0]
     assert t1.questions == 3 and t1.in_grid == len(passed) and t1.corpus_passages == 1890
     scores = pd.read_parquet(out / "lic_rag/scores/conversations.parquet")
     # closed book and BM25 each: FULL, CONCAT, SHARDED, RECAP (one policy) x the passed questions x 1 run
@@ -54,5 +54,5 @@ def test_sample_grid_slice(shared_data, tmp_path):
     assert all(d in ids for q in qs for d in q["supporting_doc_ids"])
     t2 = pd.read_csv(out / "lic_rag/tables/table2_full_vs_sharded.csv")
     assert set(t2.retriever) == {"closed_book", "bm25"} and (t2.n_questions == len(passed)).all()
-    for name in ("table3_decomposition", "table4_recovery", "table11_information_preservation"):
+    for name in ("decomposition", "recovery", "information_preservation"):
         assert (out / f"lic_rag/tables/{name}.md").exists()

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from convrag.records import Conversation, Question, write_records
-from convrag.studies.lic_rag import delivery_summary, score_conversations, table2
+from convrag.studies.lic_rag.analyses import delivery_summary, table2
+from convrag.studies.lic_rag.score import score_conversations
 
 
 def _rows():

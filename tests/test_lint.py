@@ -14,7 +14,8 @@ from convrag.config import REPO_ROOT
 
 CONFIGS = {
     "default": [],
-    "lic_rag_study": ["--configfile", str(REPO_ROOT / "config" / "studies" / "lic_rag.yaml")],
+    **{f"study_{p.stem}": ["--configfile", str(p)] for p in sorted((REPO_ROOT / "config" / "studies").glob("*.yaml"))},
+    **{f"test_{p.stem}": ["--configfile", str(p)] for p in sorted((REPO_ROOT / "config" / "tests").glob("*.yaml"))},
 }
 
 

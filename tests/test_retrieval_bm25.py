@@ -93,5 +93,8 @@ def test_bm25_batched_search_equals_one_by_one(corpus, tmp_path):
     build_index("bm25", corpus, tmp_path / "idx", PLAIN)
     r = load_retriever("bm25", tmp_path / "idx", PLAIN)
     qs = ["red apple", "green", "sea"]
-    assert r.search(qs, 2) == [r.search([q], 2)[0] for q in qs]
-    assert r.search([], 2) == []
+    res = r.search(qs, 2)
+    assert res == [r.search([q], 2)[0] for q in qs]
+    assert [c.llm_calls for c in res.costs] == [0, 0, 0]  # no LLM: one zero cost per query
+    empty = r.search([], 2)
+    assert empty == [] and empty.costs == []

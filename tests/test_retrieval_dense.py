@@ -47,6 +47,7 @@ def test_dense_ranks_paraphrase_first(dense):
           "how do you make a loaf"]
     got = r.search(qs, 3)
     assert [h[0][0] for h in got] == ["whale", "paris", "bread"]
+    assert [c.llm_calls for c in got.costs] == [0, 0, 0]
     for hits in got:
         scores = [s for _, s in hits]
         assert len(hits) == 3 and scores == sorted(scores, reverse=True)

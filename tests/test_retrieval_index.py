@@ -6,7 +6,7 @@ import pytest
 
 from convrag.errors import ConfigError, DataError
 from convrag.records import Passage, write_records
-from convrag.retrieval import build_index, load_retriever
+from convrag.retrieval import RETRIEVERS, Capabilities, QueryCost, SearchResult, build_index, capabilities, load_retriever
 
 
 @pytest.fixture
@@ -17,7 +17,7 @@ def corpus(tmp_path):
 
 
 def test_unknown_retriever_is_named(corpus, tmp_path):
-    with pytest.raises(ConfigError, match="unknown retriever 'colbert'"):
+    with pytest.raises(ConfigError, match="unknown retriever kind 'colbert'"):
         build_index("colbert", corpus, tmp_path / "i", {})
     with pytest.raises(ConfigError, match="'colbert'"):
         load_retriever("colbert", tmp_path / "i", {})
@@ -26,7 +26,39 @@ def test_unknown_retriever_is_named(corpus, tmp_path):
 def test_closed_book_writes_only_manifest_and_returns_nothing(corpus, tmp_path):
     build_index("closed_book", corpus, tmp_path / "cb", {})
     assert sorted(p.name for p in (tmp_path / "cb").iterdir()) == [".convrag-artifact", "manifest.json"]
-    assert load_retriever("closed_book", tmp_path / "cb", {}).search(["q1", "q2"], 5) == [[], []]
+    res = load_retriever("closed_book", tmp_path / "cb", {}).search(["q1", "q2"], 5)
+    assert isinstance(res, SearchResult) and res == [[], []]
+    assert res.costs == [QueryCost(), QueryCost()] and res.details == []
+
+
+# kind: (closed_book, needs_graph, llm_at_build, llm_at_query, cost_class)
+CAPS = {
+    "closed_book": (True, False, False, False, "cheap"),
+    "bm25": (False, False, False, False, "cheap"),
+    "dense": (False, False, False, False, "cheap"),
+    "hipporag": (False, True, False, True, "query_llm"),
+    "hipporag2": (False, True, False, True, "query_llm"),
+    "lightrag": (False, True, False, True, "query_llm"),
+    "raptor": (False, False, True, False, "cheap"),
+    "tog2": (False, True, False, True, "explorer"),
+    "pog": (False, True, False, True, "explorer"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CAPS))
+def test_capabilities_declared_per_kind(kind):
+    c = capabilities(kind)
+    assert isinstance(c, Capabilities)
+    assert (c.closed_book, c.needs_graph, c.llm_at_build, c.llm_at_query, c.cost_class) == CAPS[kind]
+    assert c.uses_llm == (c.llm_at_build or c.llm_at_query)
+
+
+def test_capabilities_cover_every_kind_and_check_cost_class():
+    assert set(RETRIEVERS) == set(CAPS)
+    with pytest.raises(ConfigError, match="unknown retriever kind 'colbert'"):
+        capabilities("colbert")
+    with pytest.raises(ValueError, match="cost_class"):
+        Capabilities(cost_class="pricey")
 
 
 def test_manifest_records_build(corpus, tmp_path):

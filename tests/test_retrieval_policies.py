@@ -1,9 +1,16 @@
-import pytest
+"""Query policies: history / current / none, the shipped rewrite, the LLM rewrite (batched,
+with counted fallbacks), and the registry's errors."""
 
+import pytest
+import yaml
+
+from convrag.config import REPO_ROOT
 from convrag.errors import ConfigError, DataError
-from convrag.retrieval.policies import make_query
+from convrag.llm.types import Response
+from convrag.rag.policies import POLICIES, QueryState, get_policy, make_queries, make_query
 
 TURNS = ["Who directed the film?", "It came out in 1994.", "It starred Tom Hanks."]
+REWRITE = yaml.safe_load((REPO_ROOT / "resources" / "prompts" / "rag" / "rewrite.yaml").read_text())
 
 
 def test_history_joins_all_user_turns():
@@ -17,7 +24,44 @@ def test_current_and_none_use_last_turn():
 
 
 def test_bad_policy_and_no_turns():
-    with pytest.raises(ConfigError, match="unknown query policy 'rewrite'"):
-        make_query("rewrite", TURNS)
+    with pytest.raises(ConfigError, match="unknown query policy 'paraphrase'"):
+        make_query("paraphrase", TURNS)
     with pytest.raises(DataError, match="no user turns"):
         make_query("history", [])
+    with pytest.raises(ConfigError, match="needs an LLM"):
+        make_query("llm_rewrite", TURNS)
+    assert {"history", "current", "none", "rewrite", "llm_rewrite"} <= set(POLICIES)
+    assert get_policy("llm_rewrite").needs_llm and not get_policy("rewrite").needs_llm
+
+
+def test_shipped_rewrite_and_a_turn_without_one():
+    states = [QueryState(TURNS, rewrite="Who directed the 1994 film starring Tom Hanks?", key="t1")]
+    assert make_queries("rewrite", states).queries == ["Who directed the 1994 film starring Tom Hanks?"]
+    with pytest.raises(DataError, match="turn t2 has no shipped rewrite"):
+        make_queries("rewrite", [QueryState(TURNS, rewrite=None, key="t2")])
+
+
+class Scripted:
+    def __init__(self, replies):
+        self.replies, self.calls = list(replies), []
+
+    def generate(self, reqs, desc=None):
+        self.calls.append(list(reqs))
+        return [Response(text=self.replies.pop(0), prompt_tokens=9, completion_tokens=3, finish_reason="stop")
+                for _ in reqs]
+
+
+def test_llm_rewrite_is_one_batch_and_counts_empty_rewrites():
+    turns = [{"role": "user", "text": "Who wrote Blue Rain?"}, {"role": "assistant", "text": "Tolo Vanes."},
+             {"role": "user", "text": "Where was she born?"}]
+    states = [QueryState(["Who wrote Blue Rain?", "Where was she born?"], turns, key="a"),
+              QueryState(["What is the Orvik Theatre?"], turns[:1], key="b")]
+    eng = Scripted(['"Where was Tolo Vanes born?"', "  "])
+    res = make_queries("llm_rewrite", states, llm=eng, prompts=REWRITE)
+    assert len(eng.calls) == 1 and len(eng.calls[0]) == 2
+    assert res.queries == ["Where was Tolo Vanes born?", "What is the Orvik Theatre?"]  # empty -> last turn
+    assert res.fallbacks == 1 and res.raw == ['"Where was Tolo Vanes born?"', "  "]
+    last = eng.calls[0][0].messages[-1]["content"]
+    assert "User: Who wrote Blue Rain?\nAssistant: Tolo Vanes." in last and "Last question: Where was she born?" in last
+    assert "(none)" in eng.calls[0][1].messages[-1]["content"]  # no history before the first question
+    assert eng.calls[0][0].sampling.temperature == 0.0

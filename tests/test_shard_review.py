@@ -7,8 +7,8 @@ import yaml
 from convrag.config import REPO_ROOT
 from convrag.errors import DataError
 from convrag.records import Question, ShardSet
-from convrag.simulate.review import apply_review, export_review
-from convrag.simulate.shards import ShardPrompts, check_shards
+from convrag.studies.lic_rag.review import apply_review, export_review
+from convrag.studies.lic_rag.shards import ShardPrompts, check_shards
 
 Q = Question(qid="q1", dataset="d", question="In which city was the founder of Wenlo Press born?", answers=["Ranholm"],
              supporting_doc_ids=["d/1", "d/2"], hops=2, intermediate_answers=["Tala Vess"])

@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from convrag.config import REPO_ROOT, cells, load_config
-from convrag.studies.lic_rag import TARGETS
+from convrag.config import REPO_ROOT, load_config
+from convrag.studies.lic_rag import STUDY
+from convrag.studies.lic_rag.plan import cells
 
 pytestmark = [pytest.mark.workflow, pytest.mark.tinymodel]
 
@@ -47,12 +48,12 @@ def _read_jsonl(p: Path) -> list[dict]:
 
 
 def test_every_target_exists(grid):
-    for name, (kind, _, _) in TARGETS.items():
-        exts = ("csv", "md") if kind == "table" else ("png", "pdf", "csv", "md")
+    for name, t in STUDY.all_targets().items():
+        exts = ("csv", "md") if t.kind == "table" else ("png", "pdf", "csv", "md")
         for ext in exts:
-            f = grid / OUT / ("tables" if kind == "table" else "figures") / f"{name}.{ext}"
+            f = grid / OUT / ("tables" if t.kind == "table" else "figures") / f"{name}.{ext}"
             assert f.exists() and f.stat().st_size > 0, f
-    for f in ("tables/table1_datasets.csv", "tables/accounting.csv", "shards/miniworld/review.yaml",
+    for f in ("tables/datasets.csv", "tables/accounting.csv", "shards/miniworld/review.yaml",
               "shards/miniworld/shard_report.md"):
         assert (grid / OUT / f).exists(), f
 
@@ -62,7 +63,7 @@ def test_every_cell_of_every_retriever_simulated(grid):
     n = len(questions) * LIC["runs"]
     for ret in LIC["retrievers"]:
         closed = CONFIG["retrievers"][ret]["kind"] == "closed_book"
-        for cond, pol in cells(CONFIG, closed):
+        for cond, pol in cells(LIC, closed):
             convs = _read_jsonl(grid / OUT / f"conversations/miniworld/{MODEL}/{ret}/{cond}_{pol}/chunk0.jsonl")
             assert len(convs) == n and {c["condition"] for c in convs} == {cond}, (ret, cond, pol)
             for c in convs:
@@ -83,7 +84,7 @@ def test_every_cell_of_every_retriever_simulated(grid):
                 if cond == "RECAP":
                     assert users[-1].get("recap") is True
         acc = json.loads((grid / OUT / f"conversations/miniworld/{MODEL}/{ret}/chunk0.accounting.json").read_text())
-        assert acc["job"]["cells"] == len(cells(CONFIG, closed)) and acc["assistant"]["requests"] > 0
+        assert acc["job"]["cells"] == len(cells(LIC, closed)) and acc["assistant"]["requests"] > 0
         if ret in ("hipporag", "hipporag2", "lightrag", "tog2", "pog"):
             # graph retrievers pay LLM calls per query: recorded per turn and in the job accounting
             assert acc["retriever"]["requests"] > 0
@@ -107,16 +108,16 @@ def test_tables_agree_with_scores(grid):
     full = scores[(scores.retriever == "bm25") & (scores.condition == "FULL")]
     assert bm.f1_full == pytest.approx(full.groupby("qid").final_f1.mean().mean())
     assert ((t2.gap_ci_low <= t2.gap + 1e-12) & (t2.gap <= t2.gap_ci_high + 1e-12)).all()
-    dec = pd.read_csv(grid / OUT / "tables/table3_decomposition.csv")
+    dec = pd.read_csv(grid / OUT / "tables/decomposition.csv")
     assert (dec.formulation_loss + dec.delivery_loss - dec.total_gap).abs().max() < 1e-9
-    cats = pd.read_csv(grid / OUT / "tables/table9_response_categories.csv")
+    cats = pd.read_csv(grid / OUT / "tables/response_categories.csv")
     share_cols = [c for c in cats.columns if c not in ("retriever", "condition", "policy", "turns")]
     assert (cats[share_cols].sum(axis=1) - 1).abs().max() < 1e-9
     assert scores.judge_method.notna().all()  # every final answer judged (rule or LLM)
-    t1 = pd.read_csv(grid / OUT / "tables/table1_datasets.csv").iloc[0]
+    t1 = pd.read_csv(grid / OUT / "tables/datasets.csv").iloc[0]
     assert t1.questions == CONFIG["datasets"]["miniworld"]["n_questions"] and t1.corpus_passages > 0
     for ext in ("png", "pdf"):
-        assert (grid / OUT / f"figures/figure2_delivery_conditions.{ext}").stat().st_size > 5000
+        assert (grid / OUT / f"figures/delivery_conditions.{ext}").stat().st_size > 5000
 
 
 def test_report_builds(grid):

@@ -1,4 +1,4 @@
-"""A short `convrag simulate` job with `backend: vllm`, run as the workflow runs it (CLI).
+"""A short `convrag lic-rag simulate` job with `backend: vllm`, run as the workflow runs it (CLI).
 
 Inputs are made by the project's own stages from the default config's mini world:
 prepare-corpus, select-questions, build-index (bm25), shard (no LLM attempts: the mini world's
@@ -48,7 +48,7 @@ def inputs(out_dir, registry_path):
     convrag("build-index", "--retriever", bm25["kind"], "--params", json.dumps(bm25["params"]),
             "--corpus", corpus / "corpus.jsonl", "--out-dir", index)
     shards = d / "shards" / "miniworld" / "shards.jsonl"
-    convrag("shard", "--questions", questions, "--prompts", REPO / "resources/prompts/lic_rag/shard.yaml",
+    convrag("lic-rag", "shard", "--questions", questions, "--prompts", REPO / "resources/prompts/lic_rag/shard.yaml",
             "--model", MODEL, "--registry", registry_path, "--cache", d / "cache" / "llm.sqlite",
             "--settings", json.dumps({"attempts": 0, "fallback": "decomposition"}), "--out", shards,
             "--report", shards.parent / "shard_report.md", "--accounting", shards.parent / "accounting.json")
@@ -62,7 +62,7 @@ def simulate(inp, registry_path, name):
     out_dir = inp["dir"] / "conversations" / "miniworld" / MODEL / f"bm25{name}"
     out, acc = out_dir / "SHARDED_history" / "chunk0.jsonl", out_dir / "chunk0.accounting.json"
     p, seconds = convrag(
-        "simulate", "--questions", inp["questions"], "--shards", inp["shards"], "--corpus", inp["corpus"],
+        "lic-rag", "simulate", "--questions", inp["questions"], "--shards", inp["shards"], "--corpus", inp["corpus"],
         "--index-dir", inp["index"], "--retriever", inp["bm25"]["kind"],
         "--retriever-params", json.dumps(inp["bm25"]["params"]), "--retriever-name", "bm25",
         "--prompts", REPO / "resources/prompts/lic_rag/assistant.yaml", "--dataset", "miniworld",

@@ -1,6 +1,7 @@
 """`convrag <stage>`: one entry per workflow stage, so each rule is one shell line and every
-stage runs (and is tested) without Snakemake. Heavy imports happen inside the handlers so
-`convrag --help` stays instant."""
+stage runs (and is tested) without Snakemake. Shared stages are here; each study adds its own
+under ``convrag <study> <stage>`` (``Study.add_cli``). Heavy imports happen inside the
+handlers so `convrag --help` stays instant."""
 
 from __future__ import annotations
 
@@ -8,17 +9,20 @@ import argparse
 import json
 import os
 import sys
-import time
-from pathlib import Path
 
 from convrag.errors import ConfigError, ConvragError
 
 
-def _json(s: str):
+def json_arg(s: str):
     try:
         return json.loads(s)
     except json.JSONDecodeError as e:
         raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
+
+
+def set_threads(n: int | None) -> None:
+    if n:
+        os.environ["CONVRAG_THREADS"] = str(n)
 
 
 # ---- data -----------------------------------------------------------------------------
@@ -35,14 +39,10 @@ def cmd_download(a):
 def cmd_prepare_corpus(a):
     from pathlib import Path
 
-    from convrag.data.hipporag import load_hipporag
-    from convrag.data.miniworld import generate_world
+    from convrag.data import corpus_loader
     from convrag.records import write_records
 
-    if a.spec["kind"] == "miniworld":
-        questions, passages = generate_world({**(a.spec.get("spec") or {}), "name": a.name}, a.spec.get("seed", 13))
-    else:
-        questions, passages = load_hipporag(a.files["questions"], a.files["corpus"], a.name, format=a.spec["format"])
+    questions, passages = corpus_loader(a.spec["kind"])(a.name, a.spec, a.files)
     write_records(Path(a.out_dir) / "corpus.jsonl", passages)
     write_records(Path(a.out_dir) / "questions_all.jsonl", questions)
     print(f"{a.name}: {len(questions)} questions, {len(passages)} passages", file=sys.stderr)
@@ -50,7 +50,6 @@ def cmd_prepare_corpus(a):
 
 def cmd_select_questions(a):
     from convrag.data.hipporag import sample_questions
-    from convrag.errors import ConfigError
     from convrag.records import Question, read_records, write_records
 
     qs = read_records(a.questions, Question)
@@ -70,11 +69,11 @@ def cmd_select_questions(a):
 
 
 def cmd_build_index(a):
-    from convrag.retrieval import build_index, uses_llm
+    from convrag.retrieval import build_index, capabilities
 
-    _set_threads(a.threads)
+    set_threads(a.threads)
     llm = pool = None
-    if uses_llm(a.retriever):
+    if capabilities(a.retriever).uses_llm:
         from convrag.llm.engine import EnginePool
 
         if not (a.llm and a.registry):
@@ -92,7 +91,7 @@ def cmd_build_graph(a):
     from convrag.llm.engine import EnginePool
     from convrag.retrieval.graph.openie import build_graph
 
-    _set_threads(a.threads)
+    set_threads(a.threads)
     pool = EnginePool(a.registry, a.cache)
     try:
         engine = pool.engine(a.model)
@@ -102,131 +101,12 @@ def cmd_build_graph(a):
         pool.close()
 
 
-# ---- LLM stages -------------------------------------------------------------------------
-
-
-def _set_threads(n: int | None) -> None:
-    if n:
-        os.environ["CONVRAG_THREADS"] = str(n)
-
-
-def _engine(model, registry, cache):
-    from convrag.llm.engine import load_engine
-
-    return load_engine(model, registry, cache)
-
-
-def cmd_shard(a):
-    import yaml
-
-    from convrag.io import atomic_open
-    from convrag.records import Question, read_records, write_records
-    from convrag.simulate.shards import ShardPrompts, shard_questions, shard_report
-
-    _set_threads(a.threads)
-    qs = read_records(a.questions, Question)
-    prompts = ShardPrompts.from_dict(yaml.safe_load(open(a.prompts)), source=a.source)
-    engine = _engine(a.model, a.registry, a.cache)
-    sets = shard_questions(qs, engine, prompts, a.settings)
-    write_records(a.out, sets)
-    with atomic_open(a.report) as fh:
-        fh.write(shard_report(sets, qs))
-    engine.write_accounting(a.accounting)
-
-
-def cmd_shard_review(a):
-    from convrag.io import atomic_open
-    from convrag.records import Question, ShardSet, read_records, write_records
-    from convrag.simulate.review import apply_review, export_review
-
-    sets, qs = read_records(a.shards, ShardSet), read_records(a.questions, Question)
-    if a.action == "export":
-        with atomic_open(a.out) as fh:
-            fh.write(export_review(sets, qs))
-    else:
-        write_records(a.out, apply_review(sets, qs, a.review) if a.review else sets)
-
-
-def _cells(text: str) -> list[tuple[str, str]]:
-    """``FULL:none,SHARDED:history`` -> [("FULL", "none"), ("SHARDED", "history")]."""
-    out = []
-    for part in text.split(","):
-        cond, sep, pol = part.strip().partition(":")
-        if not sep or not cond or not pol:
-            raise argparse.ArgumentTypeError(f"cell {part!r} is not CONDITION:POLICY")
-        out.append((cond, pol))
-    return out
-
-
-def cmd_simulate(a):
-    import yaml
-
-    from convrag.io import write_json
-    from convrag.judges import label
-    from convrag.llm.engine import EnginePool
-    from convrag.records import Passage, Question, ShardSet, read_records, write_records
-    from convrag.retrieval import load_retriever, uses_llm
-    from convrag.simulate.conversation import ConversationRunner, Settings
-
-    _set_threads(a.threads)
-    t0 = time.time()
-    settings = Settings.from_dict(a.settings)
-    size = a.settings.get("chunk_size", 50)
-    shardsets = {s.qid: s for s in read_records(a.shards, ShardSet)}
-    questions = [q for q in read_records(a.questions, Question) if shardsets.get(q.qid) and shardsets[q.qid].passed]
-    chunk = questions[a.chunk * size:(a.chunk + 1) * size]
-    shards = {q.qid: [s["text"] for s in shardsets[q.qid].shards] for q in chunk}
-    passages = {p.doc_id: p for p in read_records(a.corpus, Passage)} if a.retriever != "closed_book" else {}
-    pool = EnginePool(a.registry, a.cache)
-    roles = {"assistant": pool.engine(a.model), "user_simulator": pool.engine(a.user_model)}
-    if a.classifier_model:
-        roles["classifier"] = pool.engine(a.classifier_model)
-    if a.judge_model:
-        roles["judge"] = pool.engine(a.judge_model)
-    if uses_llm(a.retriever):
-        roles["retriever"] = pool.engine(a.retriever_llm or a.model)
-    retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=roles.get("retriever"))
-    runner = ConversationRunner(
-        cells=a.cells, retriever=retriever, retriever_name=a.retriever_name,
-        model_name=a.model, user_model_name=a.user_model, dataset=a.dataset, passages=passages,
-        assistant_engine=roles["assistant"], user_engine=roles["user_simulator"],
-        prompts=yaml.safe_load(open(a.prompts)), settings=settings,
-    )
-    by_cell = runner.run(chunk, shards)
-    if "classifier" in roles or "judge" in roles:
-        if not (a.classifier_model and a.judge_model and a.classifier_prompts and a.judge_prompts):
-            raise ConfigError("simulate: give --classifier-model/--classifier-prompts and --judge-model/--judge-prompts "
-                              "together (or none of them: conversations are then not labelled)")
-        label([c for v in by_cell.values() for c in v], {(q.dataset, q.qid): q for q in chunk},
-              roles["classifier"], yaml.safe_load(open(a.classifier_prompts)),
-              roles["judge"], yaml.safe_load(open(a.judge_prompts)),
-              a.settings.get("classifier", {}).get("max_tokens", 8), a.settings.get("judge", {}).get("max_tokens", 8))
-    try:
-        for (cond, pol), convs in by_cell.items():
-            write_records(f"{a.out_dir}/{cond}_{pol}/chunk{a.chunk}.jsonl", convs)
-        acc = {role: eng.accounting.to_dict() for role, eng in roles.items()}
-        acc["cells"] = {
-            f"{c}_{p}": {"conversations": len(v), "unanswered_turns": sum(x.n_unanswered_turns for x in v),
-                         **runner.usage.get(f"{c}_{p}", {})}
-            for (c, p), v in by_cell.items()
-        }
-        acc["job"] = {"conversations": sum(len(v) for v in by_cell.values()), "questions": len(chunk),
-                      "cells": len(by_cell), "wall_seconds": round(time.time() - t0, 3),
-                      "unanswered_turns": sum(c.n_unanswered_turns for v in by_cell.values() for c in v)}
-        write_json(a.accounting, acc)
-    except BaseException:
-        # all or nothing: a failed job leaves no conversation file that looks finished
-        for (cond, pol) in by_cell:
-            Path(f"{a.out_dir}/{cond}_{pol}/chunk{a.chunk}.jsonl").unlink(missing_ok=True)
-        raise
-    finally:
-        pool.close()
+# ---- models and judges ------------------------------------------------------------------
 
 
 def cmd_convert_model(a):
     from convrag.llm.convert import convert_gguf
     from convrag.llm.registry import get_spec, load_registry
-    from convrag.errors import ConfigError
 
     spec = get_spec(load_registry(a.registry), a.model)
     folder, gguf = spec.weights_location()
@@ -235,46 +115,82 @@ def cmd_convert_model(a):
     print(convert_gguf(folder, gguf, out_dir=a.out, dtype=a.dtype or spec.dtype or "float32"))
 
 
-# ---- scoring and reporting --------------------------------------------------------------
+def cmd_judge(a):
+    import yaml
+
+    from convrag.io import read_jsonl, write_json, write_jsonl
+    from convrag.judges.registry import get_judge, run_judge, summary
+    from convrag.llm.engine import load_engine
+
+    set_threads(a.threads)
+    judge = get_judge(a.judge)
+    items = read_jsonl(a.items)
+    engine = load_engine(a.model, a.registry, a.cache)
+    prompts = yaml.safe_load(open(a.prompts))
+    verdicts = run_judge(judge, items, engine, prompts, a.max_tokens, desc=f"judge {judge.name}")
+    write_jsonl(a.out, verdicts)
+    if a.accounting:
+        write_json(a.accounting, {"judge": judge.name, **summary(verdicts),
+                                  judge.name: engine.accounting.to_dict()})
 
 
-def cmd_score(a):
-    from convrag.studies.lic_rag import score_conversations, write_parquet
+def cmd_answer(a):
+    import time
 
-    convs, turns = score_conversations(a.conversations, a.questions, a.recall_k)
-    write_parquet(convs, a.out)
-    write_parquet(turns, a.out_turns)
+    import yaml
+
+    from convrag.llm.engine import EnginePool
+    from convrag.llm.types import Sampling
+    from convrag.rag.jobs import write_job
+    from convrag.rag.replay import ChatPrompt, answer_tasks
+    from convrag.records import Passage, TurnTask, read_records
+    from convrag.retrieval import capabilities, load_retriever
+
+    set_threads(a.threads)
+    t0 = time.time()
+    tasks = read_records(a.tasks, TurnTask)[a.chunk * a.chunk_size:(a.chunk + 1) * a.chunk_size]
+    pool = EnginePool(a.registry, a.cache)
+    try:
+        roles = {"reader": pool.engine(a.model)}
+        retriever = caps = corpus = None
+        if a.passages == "retrieved":
+            if not (a.retriever and a.index_dir and a.corpus):
+                raise ConfigError("answer: --passages retrieved needs --retriever, --index-dir and --corpus")
+            caps = capabilities(a.retriever)
+            if caps.uses_llm:
+                roles["retriever"] = pool.engine(a.retriever_llm or a.model)
+            retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=roles.get("retriever"))
+            corpus = {} if caps.closed_book else {p.doc_id: p for p in read_records(a.corpus, Passage)}
+        rewrite_prompts = None
+        if a.policy == "llm_rewrite":
+            if not (a.rewrite_model and a.rewrite_prompts):
+                raise ConfigError("answer: --policy llm_rewrite needs --rewrite-model and --rewrite-prompts")
+            roles["rewriter"] = pool.engine(a.rewrite_model)
+            rewrite_prompts = yaml.safe_load(open(a.rewrite_prompts))
+        s = a.sampling
+        records = answer_tasks(
+            tasks, engine=roles["reader"], prompt=ChatPrompt(yaml.safe_load(open(a.prompts))),
+            sampling=Sampling(s.get("temperature", 0.0), s.get("top_p", 1.0), s["max_tokens"], tuple(s.get("stop", ()))),
+            policy=a.policy, passages_from=a.passages, retriever=retriever, capabilities=caps, corpus=corpus,
+            top_k=a.top_k, recall_k=a.recall_k, runs=a.runs, seed=a.seed,
+            setting={"model": a.model, "retriever": a.retriever_name}, rewrite_llm=roles.get("rewriter"),
+            rewrite_prompts=rewrite_prompts)
+        acc = {role: eng.accounting.to_dict() for role, eng in roles.items()}
+        acc["job"] = {"tasks": len(tasks), "answers": len(records), "unanswered": sum(not r["answered"] for r in records),
+                      "wall_seconds": round(time.time() - t0, 3)}
+        write_job({a.out: records}, a.accounting, acc)
+    finally:
+        pool.close()
 
 
-def cmd_lic_rag(a):
-    from convrag.studies import lic_rag
-
-    ctx = {"boot": a.bootstrap, "analysis": a.analysis, "closed_retrievers": a.closed_retrievers,
-           "retrievers_of_kind": a.retriever_kinds}
-    lic_rag.build_target(a.target, a.scores, a.turns, ctx, a.out_stem)
+# ---- reports ----------------------------------------------------------------------------
 
 
-def cmd_lic_rag_datasets(a):
-    from convrag.report.tables import write_table
-    from convrag.studies.lic_rag import caption, dataset_table
+def cmd_target(a):
+    from convrag.report.targets import build_target
+    from convrag.studies import get_study
 
-    datasets = {}
-    for spec in a.dataset:
-        name, sep, rest = spec.partition("=")
-        parts = rest.split(",")
-        if not sep or len(parts) != 3:
-            raise ConfigError(f"lic-rag-datasets: --dataset {spec!r} is not NAME=QUESTIONS,SHARDS,CORPUS")
-        datasets[name] = dict(zip(("questions", "shards", "corpus"), parts))
-    write_table(dataset_table(datasets), a.out_stem, caption=caption("table1_datasets"))
-
-
-def cmd_accounting(a):
-    from convrag.report.tables import write_table
-    from convrag.studies.lic_rag import accounting_table
-
-    df = accounting_table(a.jobs)
-    stem = a.out[: -len(".csv")] if a.out.endswith(".csv") else a.out
-    write_table(df, stem, caption="LLM accounting per simulate job and role (assistant, user simulator, retriever).")
+    build_target(get_study(a.study), a.name, a.inputs, a.context, a.out_stem)
 
 
 def cmd_estimate(a):
@@ -298,6 +214,8 @@ def cmd_estimate(a):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from convrag.studies import all_studies
+
     p = argparse.ArgumentParser(prog="convrag", description=__doc__)
     sub = p.add_subparsers(dest="stage", required=True, metavar="STAGE")
 
@@ -307,25 +225,24 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     s = add("download", cmd_download, "download one file of a Hugging Face dataset repo and record its sha256")
-    s.add_argument("--spec", type=_json, required=True, help="JSON {repo_id, revision, repo_type, filename, sha256}")
+    s.add_argument("--spec", type=json_arg, required=True, help="JSON {repo_id, revision, repo_type, filename, sha256}")
     s.add_argument("--out", required=True)
 
     s = add("prepare-corpus", cmd_prepare_corpus, "write a corpus and its question pool as common records")
     s.add_argument("--name", required=True)
-    s.add_argument("--spec", type=_json, required=True, help="the corpora.<name> config entry as JSON")
-    s.add_argument("--files", type=_json, default={}, help="JSON {questions, corpus} input paths")
+    s.add_argument("--spec", type=json_arg, required=True, help="the corpora.<name> config entry as JSON")
+    s.add_argument("--files", type=json_arg, default={}, help="JSON {questions, corpus} input paths")
     s.add_argument("--out-dir", required=True)
 
     s = add("select-questions", cmd_select_questions, "draw a reproducible question sample for one dataset")
     s.add_argument("--dataset", required=True)
-    s.add_argument("--spec", type=_json, required=True)
+    s.add_argument("--spec", type=json_arg, required=True)
     s.add_argument("--questions", required=True)
     s.add_argument("--out", required=True)
 
     s = add("build-index", cmd_build_index, "build one retrieval index for one corpus")
-    s.add_argument("--retriever", required=True, help="closed_book | bm25 | dense | hipporag | hipporag2 | lightrag | "
-                   "raptor | tog2 | pog")
-    s.add_argument("--params", type=_json, default={})
+    s.add_argument("--retriever", required=True, help="a retriever kind (convrag.retrieval.RETRIEVERS)")
+    s.add_argument("--params", type=json_arg, default={})
     s.add_argument("--corpus", required=True)
     s.add_argument("--out-dir", required=True)
     s.add_argument("--graph-dir", default=None, help="the corpus's knowledge-graph artifact (graph retrievers)")
@@ -338,36 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
             "synonym edges, embeddings)")
     for k in ("corpus", "model", "registry", "cache", "out-dir", "accounting"):
         s.add_argument(f"--{k}", required=True)
-    s.add_argument("--params", type=_json, default={})
-    s.add_argument("--threads", type=int, default=None)
-
-    s = add("shard", cmd_shard, "LLM shard construction with automatic checks and a report")
-    for k in ("questions", "prompts", "model", "registry", "cache", "out", "report", "accounting"):
-        s.add_argument(f"--{k}", required=True)
-    s.add_argument("--settings", type=_json, default={})
-    s.add_argument("--source", default=None, help="source dataset of the prompt pairs (hotpotqa, 2wikimultihopqa, "
-                   "musique, miniworld)")
-    s.add_argument("--threads", type=int, default=None)
-
-    s = add("shard-review", cmd_shard_review, "export shard sets to an editable review file, or apply an edited one")
-    s.add_argument("action", choices=["export", "apply"])
-    s.add_argument("--shards", required=True)
-    s.add_argument("--questions", required=True)
-    s.add_argument("--review", default=None, help="apply: the edited review file (none: copy the shards as they are)")
-    s.add_argument("--out", required=True)
-
-    s = add("simulate", cmd_simulate, "simulate one chunk of lic_rag conversations for every cell of one retriever "
-            "(lockstep batched)")
-    for k in ("questions", "shards", "corpus", "index-dir", "retriever", "retriever-name", "prompts", "dataset",
-              "model", "user-model", "registry", "cache", "out-dir", "accounting"):
-        s.add_argument(f"--{k}", required=True)
-    for k in ("classifier-model", "classifier-prompts", "judge-model", "judge-prompts"):
-        s.add_argument(f"--{k}", default=None, help="label turns and judge answers after the simulation (all four)")
-    s.add_argument("--cells", type=_cells, required=True, help="CONDITION:POLICY,... e.g. FULL:none,SHARDED:history")
-    s.add_argument("--retriever-llm", default=None, help="registry model of an LLM-using retriever (default: --model)")
-    s.add_argument("--retriever-params", type=_json, default={})
-    s.add_argument("--settings", type=_json, default={})
-    s.add_argument("--chunk", type=int, default=0)
+    s.add_argument("--params", type=json_arg, default={})
     s.add_argument("--threads", type=int, default=None)
 
     s = add("convert-model", cmd_convert_model, "dequantise a registry model's GGUF once into a safetensors HF folder")
@@ -376,31 +264,42 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="target folder (default: the model cache, $CONVRAG_MODEL_CACHE)")
     s.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: the registry dtype)")
 
-    s = add("score", cmd_score, "score lic_rag conversations (EM/F1 per turn, BEST, recall, categories, judge, "
-            "dependency order) into Parquet")
-    s.add_argument("--conversations", nargs="+", required=True)
-    s.add_argument("--questions", nargs="+", required=True)
-    s.add_argument("--recall-k", "--top-k", dest="recall_k", type=int, default=5)
-    s.add_argument("--out", required=True)
-    s.add_argument("--out-turns", required=True)
+    s = add("judge", cmd_judge, "run a registered LLM judge over an items file (JSONL) and write one verdict per item")
+    for k in ("judge", "items", "model", "prompts", "registry", "cache", "out"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--max-tokens", type=int, default=None)
+    s.add_argument("--accounting", default=None)
+    s.add_argument("--threads", type=int, default=None)
 
-    s = add("lic-rag", cmd_lic_rag, "one lic_rag table or figure from the score tables")
-    s.add_argument("target", help="a target name, e.g. table2_full_vs_sharded (convrag.studies.lic_rag.TARGETS)")
-    s.add_argument("--scores", required=True)
-    s.add_argument("--turns", required=True)
-    s.add_argument("--bootstrap", type=_json, default={})
-    s.add_argument("--analysis", type=_json, default={})
-    s.add_argument("--closed-retrievers", nargs="*", default=[])
-    s.add_argument("--retriever-kinds", type=_json, default={}, help="JSON kind -> retriever names of the grid")
+    s = add("answer", cmd_answer, "answer one chunk of benchmark turns (TurnTask JSONL) after their recorded "
+            "histories: retrieve with a query policy (or use the reference passages), prompt, generate in one batch")
+    for k in ("tasks", "model", "prompts", "registry", "cache", "out", "accounting"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--passages", choices=["retrieved", "reference", "none"], default="retrieved")
+    s.add_argument("--policy", default="current", help="query policy (convrag.rag.policies)")
+    s.add_argument("--retriever", default=None, help="retriever kind")
+    s.add_argument("--retriever-name", default=None, help="the retriever's config name (recorded)")
+    s.add_argument("--retriever-params", type=json_arg, default={})
+    s.add_argument("--retriever-llm", default=None)
+    s.add_argument("--index-dir", default=None)
+    s.add_argument("--corpus", default=None)
+    s.add_argument("--rewrite-model", default=None)
+    s.add_argument("--rewrite-prompts", default=None)
+    s.add_argument("--sampling", type=json_arg, required=True, help="JSON {temperature, top_p, max_tokens, stop}")
+    s.add_argument("--top-k", type=int, default=5)
+    s.add_argument("--recall-k", type=int, default=None)
+    s.add_argument("--runs", type=int, default=1)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--chunk", type=int, default=0)
+    s.add_argument("--chunk-size", type=int, default=10**9)
+    s.add_argument("--threads", type=int, default=None)
+
+    s = add("target", cmd_target, "build one named table or figure of a study")
+    s.add_argument("study")
+    s.add_argument("name", help="a target name of the study (Study.targets)")
+    s.add_argument("--inputs", type=json_arg, required=True, help="JSON artifact name -> path(s)")
+    s.add_argument("--context", type=json_arg, default={}, help="JSON settings of the study's targets")
     s.add_argument("--out-stem", required=True)
-
-    s = add("lic-rag-datasets", cmd_lic_rag_datasets, "Table 1 of lic_rag: the datasets of the grid")
-    s.add_argument("--dataset", action="append", required=True, metavar="NAME=QUESTIONS,SHARDS,CORPUS")
-    s.add_argument("--out-stem", required=True)
-
-    s = add("accounting", cmd_accounting, "gather per-job LLM accounting into one table")
-    s.add_argument("--jobs", nargs="+", required=True, help="simulate jobs' chunk<i>.accounting.json files")
-    s.add_argument("--out", required=True)
 
     s = add("estimate", cmd_estimate, "size a lic_rag grid (conversations, LLM calls, tokens, GPU-hours, SLURM "
             "layout) for any config from a finished run's accounting (see docs/scaling.md)")
@@ -423,6 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--job-minutes", type=float, default=240.0, help="SLURM time limit of a simulate job (default 240)")
     s.add_argument("--json", action="store_true", help="print the full estimate as JSON")
     s.add_argument("--out", default=None, help="write to this file instead of stdout")
+
+    for study in all_studies().values():
+        sp = sub.add_parser(study.cli_name, help=f"stages of the {study.key} study", description=study.title)
+        study.add_cli(sp.add_subparsers(dest="study_stage", required=True, metavar="STAGE"))
     return p
 
 
@@ -431,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.fn(args)
     except ConvragError as e:
-        print(f"convrag {args.stage}: error: {e}", file=sys.stderr)
+        stage = args.stage + (f" {args.study_stage}" if getattr(args, "study_stage", None) else "")
+        print(f"convrag {stage}: error: {e}", file=sys.stderr)
         return 2
     return 0
 

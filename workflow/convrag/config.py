@@ -3,24 +3,29 @@
 The Snakefile and every CLI stage go through ``validate_config`` so that a typo in a key, a
 wrong type, or an unknown model / retriever / dataset name stops the run *before* any job
 starts, with an error naming the key (``lic_rag.models[1]``), not a KeyError deep in a job.
+
+Shared keys (corpora, datasets, retrievers, knowledge graph, paths) are validated here
+against ``workflow/schemas/config.schema.yaml``; each study's block against the study's own
+schema fragment, and its cross-references by the study's ``check``. A study runs when it is
+listed in ``studies:``, or, without that list, when its block is present.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import math
 import re
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import yaml
+from referencing import Registry, Resource
 
 from convrag.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_PATH = REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
+SCHEMA_PATH = SCHEMA_DIR / "config.schema.yaml"
 
 
 def _with_defaults(validator_class):
@@ -37,13 +42,27 @@ def _with_defaults(validator_class):
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
-@functools.lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=None)
+def _load_schema(path: str) -> dict:
+    return yaml.safe_load(Path(path).read_text())
+
+
 def _schema() -> dict:
-    return yaml.safe_load(SCHEMA_PATH.read_text())
+    return _load_schema(str(SCHEMA_PATH))
 
 
-def _key_path(err: jsonschema.ValidationError) -> str:
-    key = ""
+def _validate(instance, schema: dict, source: str, prefix: str = "") -> None:
+    registry = Registry().with_resource("config.schema.yaml", Resource.from_contents(_schema()))
+    cls = _with_defaults(jsonschema.validators.validator_for(schema))
+    errors = sorted(cls(schema, registry=registry).iter_errors(instance), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        msg = "unknown key" if e.validator == "additionalProperties" else e.message
+        raise ConfigError(f"{source}: invalid config key '{_key_path(e, prefix)}': {msg}")
+
+
+def _key_path(err: jsonschema.ValidationError, prefix: str = "") -> str:
+    key = prefix
     for p in err.absolute_path:
         key += f"[{p}]" if isinstance(p, int) else (f".{p}" if key else str(p))
     if err.validator == "additionalProperties":
@@ -53,31 +72,63 @@ def _key_path(err: jsonschema.ValidationError) -> str:
     return key or "<top level>"
 
 
+def unknown_name(source: str, key: str, value, known) -> ConfigError:
+    return ConfigError(f"{source}: invalid config key '{key}': unknown name '{value}' "
+                       f"(known: {', '.join(sorted(known)) or 'none'})")
+
+
 def validate_config(config: dict, source: str = "config", registry: dict | None = None) -> dict:
-    """Validate ``config`` in place (filling defaults) and return it; raise ConfigError."""
-    cls = _with_defaults(jsonschema.validators.validator_for(_schema()))
-    errors = sorted(cls(_schema()).iter_errors(config), key=lambda e: list(e.absolute_path))
-    if errors:
-        e = errors[0]
-        if e.validator == "additionalProperties":
-            msg = "unknown key"
-        else:
-            msg = e.message
-        raise ConfigError(f"{source}: invalid config key '{_key_path(e)}': {msg}")
-    _check_references(config, source, registry)
+    """Validate ``config`` in place (filling defaults, setting ``studies`` to the active
+    studies) and return it; raise ConfigError naming the key."""
+    from convrag.studies import all_studies
+
+    shared = set(_schema()["properties"])
+    studies = all_studies(config.get("study_plugins") or ())
+    for key in config:
+        if key not in shared and key not in studies:
+            raise ConfigError(f"{source}: invalid config key '{key}': unknown key (neither a shared key nor a "
+                              f"study; studies: {', '.join(sorted(studies))})")
+    base = {k: v for k, v in config.items() if k in shared}
+    _validate(base, _schema(), source)
+    config.update(base)
+    listed = config.get("studies")
+    if listed is None:
+        listed = [k for k in studies if k in config]
+    for i, key in enumerate(listed):
+        if key not in studies:
+            raise unknown_name(source, f"studies[{i}]", key, studies)
+    config["studies"] = list(listed)
+    if not listed:
+        raise ConfigError(f"{source}: no study to run: add a study block (known: {', '.join(sorted(studies))}) "
+                          "or list one under 'studies'")
+    for key in listed:
+        config.setdefault(key, {})
+        _validate(config[key], _load_schema(str(studies[key].schema_path)), source, prefix=key)
+    if registry is None:
+        from convrag.llm.registry import load_registry
+
+        path = Path(config["models_registry"])
+        registry = load_registry(path if path.is_absolute() else REPO_ROOT / path)
+    _check_shared(config, source, registry)
+    for key in listed:
+        studies[key].check(config, registry, source)
     return config
 
 
-def _check_references(config: dict, source: str, registry: dict | None) -> None:
-    def unknown(key: str, value: str, known) -> None:
-        raise ConfigError(
-            f"{source}: invalid config key '{key}': unknown name '{value}' "
-            f"(known: {', '.join(sorted(known)) or 'none'})"
-        )
+def validate_fragment(block: dict, schema_path, keys, source: str, prefix: str = "") -> dict:
+    """Validate (filling defaults) the ``keys`` of a study block against the study's schema
+    fragment: how a stage run by hand gets the same defaults as the config."""
+    frag = _load_schema(str(schema_path))
+    sub = {**{k: v for k, v in frag.items() if k not in ("properties", "required")},
+           "properties": {k: frag["properties"][k] for k in keys}}
+    _validate(block, sub, source, prefix)
+    return block
 
+
+def _check_shared(config: dict, source: str, registry: dict) -> None:
     for name, ds in config["datasets"].items():
         if ds["corpus"] not in config["corpora"]:
-            unknown(f"datasets.{name}.corpus", ds["corpus"], config["corpora"])
+            raise unknown_name(source, f"datasets.{name}.corpus", ds["corpus"], config["corpora"])
     for name, c in config["corpora"].items():
         if c["kind"] == "hipporag":
             if "format" not in c:
@@ -86,116 +137,53 @@ def _check_references(config: dict, source: str, registry: dict | None) -> None:
                 raise ConfigError(
                     f"{source}: invalid config key 'corpora.{name}': give exactly one of 'source' (download) or 'local'"
                 )
-    lic = config["lic_rag"]
-    for i, d in enumerate(lic["datasets"]):
-        if d not in config["datasets"]:
-            unknown(f"lic_rag.datasets[{i}]", d, config["datasets"])
-    for i, r in enumerate(lic["retrievers"]):
-        if r not in config["retrievers"]:
-            unknown(f"lic_rag.retrievers[{i}]", r, config["retrievers"])
-    if registry is None:
-        from convrag.llm.registry import load_registry
-
-        path = Path(config["models_registry"])
-        registry = load_registry(path if path.is_absolute() else REPO_ROOT / path)
-    for i, m in enumerate(lic["models"]):
-        if m not in registry:
-            unknown(f"lic_rag.models[{i}]", m, registry)
-    if lic["sharding"]["model"] not in registry:
-        unknown("lic_rag.sharding.model", lic["sharding"]["model"], registry)
-    for key in ("user_simulator", "classifier", "judge"):
-        m = lic[key]["model"]
-        if m is not None and m not in registry:
-            unknown(f"lic_rag.{key}.model", m, registry)
     if config["knowledge_graph"]["model"] not in registry:
-        unknown("knowledge_graph.model", config["knowledge_graph"]["model"], registry)
+        raise unknown_name(source, "knowledge_graph.model", config["knowledge_graph"]["model"], registry)
     for name, r in config["retrievers"].items():
         m = (r.get("params") or {}).get("llm")
         if m is not None and m not in registry:
-            unknown(f"retrievers.{name}.params.llm", m, registry)
-    if lic["recall_k"] < lic["top_k"]:
-        raise ConfigError(f"{source}: invalid config key 'lic_rag.recall_k': {lic['recall_k']} is below top_k ({lic['top_k']})")
-    for d in lic["sharding"]["reviews"]:
-        if d not in lic["datasets"]:
-            unknown(f"lic_rag.sharding.reviews.{d}", d, lic["datasets"])
+            raise unknown_name(source, f"retrievers.{name}.params.llm", m, registry)
 
 
-def role_model(config: dict, role: str) -> str:
-    """The registry model of a lic_rag role (user_simulator, classifier, judge): its own
-    ``model`` or, when null, the sharding model."""
-    lic = config["lic_rag"]
-    return lic[role]["model"] or lic["sharding"]["model"]
-
-
-def retriever_llm(config: dict, retriever: str) -> str | None:
-    """The query/build-time LLM of an LLM-using retriever (params.llm or the KG model)."""
-    from convrag.retrieval import uses_llm
-
-    kind = retriever_kind(config, retriever)
-    if not uses_llm(kind):
-        return None
-    return (config["retrievers"][retriever].get("params") or {}).get("llm") or config["knowledge_graph"]["model"]
+def check_names(source: str, key: str, names, known) -> None:
+    """Every entry of the list ``names`` (config key ``key``) must be in ``known``."""
+    for i, n in enumerate(names):
+        if n not in known:
+            raise unknown_name(source, f"{key}[{i}]", n, known)
 
 
 def load_config(path: str | Path, registry: dict | None = None) -> dict:
+    """Read a config file over the embedded default (as ``snakemake --configfile`` does) when
+    ``path`` is not the default itself; validate and return it."""
     path = Path(path)
-    try:
-        config = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML: {e}") from e
+    config = read_yaml(path)
     return validate_config(config, source=str(path), registry=registry)
 
 
-# ---- grid planning helpers used by the Snakefile ------------------------------------
+def read_yaml(path: Path) -> dict:
+    try:
+        return yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: invalid YAML: {e}") from e
 
 
-def n_chunks(config: dict, dataset: str) -> int:
-    return math.ceil(config["datasets"][dataset]["n_questions"] / config["lic_rag"]["chunk_size"])
+# ---- shared helpers of the rule files ------------------------------------------------------
 
 
 def retriever_kind(config: dict, retriever: str) -> str:
     return config["retrievers"][retriever]["kind"]
 
 
-MULTI_TURN = ("SHARDED", "RECAP", "SNOWBALL")
+def retriever_llm(config: dict, retriever: str) -> str | None:
+    """The query/build-time LLM of an LLM-using retriever (params.llm or the KG model)."""
+    from convrag.retrieval import capabilities
 
-
-def cells(config: dict, closed: bool = False) -> list[tuple[str, str]]:
-    """(condition, policy) pairs simulated for one retriever.
-
-    FULL and CONCAT are single-turn, so HISTORY and CURRENT would send the same query: they
-    run once with policy ``none``. The multi-turn conditions (SHARDED, RECAP, SNOWBALL) run
-    once per policy. Closed-book retrieves nothing: every condition uses ``none``.
-    """
-    lic = config["lic_rag"]
-    out = []
-    for cond in lic["conditions"]:
-        if cond in MULTI_TURN and not closed:
-            out.extend((cond, p) for p in lic["policies"])
-        else:
-            out.append((cond, "none"))
-    return list(dict.fromkeys(out))
+    if not capabilities(retriever_kind(config, retriever)).uses_llm:
+        return None
+    return (config["retrievers"][retriever].get("params") or {}).get("llm") or config["knowledge_graph"]["model"]
 
 
 def is_closed_book(config: dict, retriever: str) -> bool:
-    return retriever_kind(config, retriever) == "closed_book"
+    from convrag.retrieval import capabilities
 
-
-def simulate_jobs(config: dict) -> list[dict]:
-    """Every simulate job of the lic_rag grid: one per (dataset, model, retriever, chunk),
-    running all of that retriever's cells in lockstep (one batch per turn for all cells)."""
-    lic = config["lic_rag"]
-    return [
-        dict(dataset=ds, model=model, retriever=ret, chunk=chunk, cells=cells(config, is_closed_book(config, ret)))
-        for ds in lic["datasets"] for model in lic["models"] for ret in lic["retrievers"]
-        for chunk in range(n_chunks(config, ds))
-    ]
-
-
-def simulate_cells(config: dict) -> list[dict]:
-    """Every (dataset, model, retriever, condition, policy, chunk) cell of the grid: one
-    conversation file each."""
-    return [
-        dict(dataset=j["dataset"], model=j["model"], retriever=j["retriever"], condition=c, policy=p, chunk=j["chunk"])
-        for j in simulate_jobs(config) for c, p in j["cells"]
-    ]
+    return capabilities(retriever_kind(config, retriever)).closed_book

@@ -62,9 +62,23 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from convrag.config import MULTI_TURN, REPO_ROOT, load_config, retriever_kind, retriever_llm, role_model, simulate_jobs
+from convrag.config import REPO_ROOT, load_config, retriever_kind, retriever_llm
+from convrag.studies.lic_rag.plan import MULTI_TURN, simulate_jobs
+from convrag.studies.lic_rag.plan import role_model as _role_model
 from convrag.errors import ConfigError, DataError
-from convrag.retrieval import RETRIEVERS, needs_graph, uses_llm
+from convrag.retrieval import RETRIEVERS, capabilities
+
+
+def role_model(config, role):
+    return _role_model(config["lic_rag"], role)
+
+
+def uses_llm(kind):
+    return capabilities(kind).uses_llm
+
+
+def needs_graph(kind):
+    return capabilities(kind).needs_graph
 
 DEFAULT_ACCOUNTING_GLOB = "results/lic_rag/conversations/**/chunk*.accounting.json"
 DEFAULT_SHARD_ACCOUNTING_GLOB = "results/lic_rag/shards/*/accounting.json"

@@ -144,13 +144,25 @@ class Conversation(Record):
 
 
 @dataclass
-class Task(Record):
-    SCHEMA = "task"
+class TurnTask(Record):
+    """One evaluated turn of a conversation with a fixed history (MTRAG-UN, CORAL, RECOR):
+    the reader answers ``question`` after ``history`` (earlier turns, ``role`` user or
+    assistant). ``gold_docs``: graded qrels of the turn (doc id -> relevance); ``rewrite``:
+    the benchmark's standalone rewrite if it ships one; ``contexts``: passages the benchmark
+    gives with the task (its reference setting); ``labels``: answerability, domain,
+    multi-turn type, ... as the benchmark names them."""
+
+    SCHEMA = "turn_task"
     task_id: str
-    conversation: list[dict]
+    benchmark: str
+    conversation_id: str
+    turn: int
+    history: list[dict]
     question: str
-    reference_answer: str = ""
-    gold_doc_ids: list[str] = field(default_factory=list)
+    reference_answers: list[str] = field(default_factory=list)
+    gold_docs: dict[str, int] = field(default_factory=dict)
+    rewrite: str | None = None
+    contexts: list[dict] = field(default_factory=list)
     labels: dict[str, Any] = field(default_factory=dict)
 
 
@@ -159,5 +171,5 @@ def read_records(path: str | Path, cls: type[T]) -> list[T]:
     return [cls.from_dict(rec, where=f"{path}:{lineno}") for lineno, rec in iter_jsonl(path)]
 
 
-def write_records(path: str | Path, records: Iterable[Record]) -> None:
-    write_jsonl(path, (r.to_dict() for r in records))
+def write_records(path: str | Path, records: Iterable[Record | dict]) -> None:
+    write_jsonl(path, records)

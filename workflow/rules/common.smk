@@ -1,22 +1,22 @@
-# Shared helpers: config validation (errors name the key), path layout, input/target
-# functions of every rule file, and the software environment (conda) of each job.
+# Shared helpers of every rule file. Config validation (errors name the key), the active
+# studies, the output layout (convrag.layout, the same paths the Python code uses), model
+# resources and the software environment (conda) of each job. Study-specific helpers live in
+# the study's package, not here.
 import json
 import os
 import re
 import shlex
 
 from convrag.config import (
-    cells,
     is_closed_book,
     retriever_kind,
     retriever_llm,
-    role_model,
-    simulate_cells,
-    simulate_jobs,
     validate_config,
 )
 from convrag.errors import ConvragError
-from convrag.retrieval import builds_with_llm, needs_graph, uses_llm
+from convrag.layout import layout
+from convrag.retrieval import capabilities
+from convrag.studies import STUDY_PATH_ENV, active_studies, plugin_paths
 
 try:
     validate_config(
@@ -24,6 +24,10 @@ try:
     )
 except ConvragError as e:
     raise WorkflowError(str(e)) from None
+
+# Plug-in studies: every job's `convrag` call must find them too.
+os.environ[STUDY_PATH_ENV] = os.pathsep.join(plugin_paths(config["study_plugins"]))
+STUDIES = {s.key: s for s in active_studies(config)}
 
 
 def from_repo(path):
@@ -37,25 +41,20 @@ def from_repo(path):
     )
 
 
-from convrag.studies.lic_rag import TARGETS as LIC_TARGETS, caption as lic_caption
-
-RES = config["results_dir"]
-LIC = config["lic_rag"]
-LIC_OUT = f"{RES}/lic_rag"
+L = layout(config)
+RES = L.root
 PROMPTS = from_repo(config["prompts_dir"])
-CACHE = f"{RES}/cache/llm.sqlite"
+CACHE = L.cache
 REGISTRY = from_repo(config["models_registry"])
 
 
-wildcard_constraints:
-    corpus=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
-    dataset=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
-    model=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
-    retriever=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
-    condition=r"FULL|CONCAT|SHARDED",
-    policy=r"history|current|none",
-    chunk=r"\d+",
-    target=r"(table|figure|appendix)[A-Za-z0-9_]+",
+# a config name (corpus, dataset, model, retriever): the schema's pattern
+NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+
+
+def alternatives(names):
+    """A wildcard regex matching exactly these names (one that matches nothing if none)."""
+    return "|".join(re.escape(n) for n in names) if names else "(?!)"
 
 
 from convrag.llm.registry import load_registry
@@ -84,6 +83,79 @@ def corpus_of(dataset):
     return config["datasets"][dataset]["corpus"]
 
 
+def caps(retriever):
+    """The declared capabilities of a configured retriever (convrag.retrieval)."""
+    return capabilities(retriever_kind(config, retriever))
+
+
+# ---- data (data.smk) ------------------------------------------------------------------
+
+
+def raw_inputs(wildcards):
+    c = config["corpora"][wildcards.corpus]
+    if c["kind"] == "miniworld":
+        return []
+    if "local" in c:
+        return {"questions": c["local"]["questions"], "corpus": c["local"]["corpus"]}
+    return {
+        "questions": L.raw(wildcards.corpus, c["source"]["questions"]),
+        "corpus": L.raw(wildcards.corpus, c["source"]["corpus"]),
+    }
+
+
+def download_params(wildcards):
+    s = config["corpora"][wildcards.corpus]["source"]
+    return dict(
+        repo_id=s["repo_id"],
+        revision=s["revision"],
+        repo_type=s["repo_type"],
+        filename=wildcards.filename,
+        sha256=s["sha256"].get(wildcards.filename),
+    )
+
+
+# ---- graphs and indexes (index.smk) --------------------------------------------------
+KG = config["knowledge_graph"]
+
+
+def graph_params():
+    return {
+        "embedding": KG["embedding"],
+        "synonym_threshold": KG["synonym_threshold"],
+        "max_tokens": KG["max_tokens"],
+        **KG["params"],
+    }
+
+
+def index_inputs(wc):
+    ins = {"corpus": L.corpus(wc.corpus)}
+    if caps(wc.retriever).needs_graph:
+        ins["graph"] = L.graph_manifest(wc.corpus)
+    return ins
+
+
+def index_llm_args(wc):
+    """`--llm ... --registry ... --cache ...` for index builds that call an LLM (RAPTOR)."""
+    m = retriever_llm(config, wc.retriever)
+    if m is None:
+        return ""
+    return f"--llm {m} --registry {REGISTRY} --cache {CACHE}"
+
+
+def index_gpu(wc):
+    """GPUs of an index build: those of its LLM (RAPTOR's summaries), none otherwise."""
+    m = retriever_llm(config, wc.retriever)
+    return (
+        gpu_resources(m)
+        if caps(wc.retriever).llm_at_build and needs_gpu_env(m)
+        else {"gpu": 0}
+    )
+
+
+def graph_dir_arg(wc, input):
+    return f"--graph-dir $(dirname {input.graph})" if "graph" in input.keys() else ""
+
+
 # ---- software environments (`snakemake --sdm conda`) ----------------------------------
 # One conda env per kind of job (envs/*.yaml, paths relative to workflow/rules/):
 #   cpu       - every CPU job (data, indexes, API-model and CPU-model simulation, scoring)
@@ -94,9 +166,9 @@ def corpus_of(dataset):
 # pip expands that variable, and it defaults here to the checkout that holds this Snakefile.
 os.environ.setdefault("CONVRAG_REPO", workflow.basedir)
 CONDA_ENVS = {
-    "cpu": "../../envs/cpu.yaml",
-    "java-bm25": "../../envs/java-bm25.yaml",
-    "vllm-gpu": "../../envs/vllm-gpu.yaml",
+    "cpu": f"{workflow.basedir}/envs/cpu.yaml",
+    "java-bm25": f"{workflow.basedir}/envs/java-bm25.yaml",
+    "vllm-gpu": f"{workflow.basedir}/envs/vllm-gpu.yaml",
 }
 
 
@@ -121,205 +193,60 @@ def conda_env(models=(), retriever=None):
     return CONDA_ENVS["cpu"]
 
 
-# ---- data -------------------------------------------------------------------------------
+# ---- tables and figures of every study (report.smk) ---------------------------------------
 
 
-def raw_inputs(wildcards):
-    c = config["corpora"][wildcards.corpus]
-    if c["kind"] == "miniworld":
-        return []
-    if "local" in c:
-        return {"questions": c["local"]["questions"], "corpus": c["local"]["corpus"]}
-    return {
-        "questions": f"{RES}/raw/{wildcards.corpus}/{c['source']['questions']}",
-        "corpus": f"{RES}/raw/{wildcards.corpus}/{c['source']['corpus']}",
-    }
+def study_targets(study):
+    """Every final output of one study (``rule all`` is the union over active studies)."""
+    return STUDIES[study].final_files(config, L)
 
 
-def download_params(wildcards):
-    s = config["corpora"][wildcards.corpus]["source"]
-    return dict(
-        repo_id=s["repo_id"],
-        revision=s["revision"],
-        repo_type=s["repo_type"],
-        filename=wildcards.filename,
-        sha256=s["sha256"].get(wildcards.filename),
+def target_kind_names(kind):
+    return sorted(
+        {
+            n
+            for s in STUDIES.values()
+            for n, t in s.all_targets().items()
+            if t.kind == kind
+        }
     )
 
 
-# ---- graphs and indexes ----------------------------------------------------------------
-KG = config["knowledge_graph"]
+def _target(wc):
+    study = STUDIES[wc.study]
+    targets = study.all_targets()
+    if wc.target not in targets:
+        raise WorkflowError(
+            f"{wc.study} has no target '{wc.target}' (known: {', '.join(targets)})"
+        )
+    return study, targets[wc.target]
 
 
-def graph_params():
-    return {
-        "embedding": KG["embedding"],
-        "synonym_threshold": KG["synonym_threshold"],
-        "max_tokens": KG["max_tokens"],
-        **KG["params"],
-    }
+_ARTIFACTS = {}
 
 
-def index_inputs(wc):
-    ins = {"corpus": f"{RES}/corpora/{wc.corpus}/corpus.jsonl"}
-    if needs_graph(retriever_kind(config, wc.retriever)):
-        ins["graph"] = f"{RES}/graphs/{wc.corpus}/manifest.json"
-    return ins
+def artifacts(study):
+    """A study's artifacts (plus its accounting files), computed once per run."""
+    if study.key not in _ARTIFACTS:
+        _ARTIFACTS[study.key] = {
+            **study.artifacts(config, L),
+            "accounting": study.accounting_files(config, L),
+        }
+    return _ARTIFACTS[study.key]
 
 
-def index_llm_args(wc):
-    """`--llm ... --registry ... --cache ...` for index builds that call an LLM (RAPTOR)."""
-    m = retriever_llm(config, wc.retriever)
-    if m is None:
-        return ""
-    return f"--llm {m} --registry {REGISTRY} --cache {CACHE}"
+def target_inputs(wc):
+    """The study artifacts a target reads (Target.inputs), as named rule inputs."""
+    study, t = _target(wc)
+    arts = artifacts(study)
+    return {name: arts[name] for name in t.inputs}
 
 
-def index_gpu(wc):
-    """GPUs of an index build: those of its LLM (RAPTOR's summaries), none otherwise."""
-    m = retriever_llm(config, wc.retriever)
-    build_llm = builds_with_llm(retriever_kind(config, wc.retriever))
-    return gpu_resources(m) if build_llm and needs_gpu_env(m) else {"gpu": 0}
+def target_context(wc):
+    study, _ = _target(wc)
+    return jarg({**study.context(config), "study_dir": L.study(study.key)})
 
 
-def graph_dir_arg(wc, input):
-    return f"--graph-dir $(dirname {input.graph})" if "graph" in input.keys() else ""
-
-
-# ---- lic_rag ----------------------------------------------------------------------------
-CLOSED = [r for r in LIC["retrievers"] if is_closed_book(config, r)]
-EXPLORERS = [
-    r for r in LIC["retrievers"] if retriever_kind(config, r) in ("tog2", "pog")
-]
-OPEN = [r for r in LIC["retrievers"] if not is_closed_book(config, r)]
-# one LLM call per query (HippoRAG, HippoRAG2, LightRAG): longer jobs than BM25 or dense
-QUERY_LLM = [
-    r
-    for r in OPEN
-    if r not in EXPLORERS
-    and uses_llm(retriever_kind(config, r))
-    and not builds_with_llm(retriever_kind(config, r))
-]
-RETRIEVERS_OF_KIND = {}
-for _r in LIC["retrievers"]:
-    RETRIEVERS_OF_KIND.setdefault(retriever_kind(config, _r), []).append(_r)
-TABLES = [n for n, t in LIC_TARGETS.items() if t[0] == "table"]
-FIGURES = [n for n, t in LIC_TARGETS.items() if t[0] == "figure"]
-
-
-def alternatives(names):
-    """A wildcard regex matching exactly these names (one that matches nothing if none)."""
-    return "|".join(re.escape(n) for n in names) if names else "(?!)"
-
-
-def cell_outputs(closed):
-    return [
-        f"{LIC_OUT}/conversations/{{dataset}}/{{model}}/{{retriever}}/{c}_{p}/chunk{{chunk}}.jsonl"
-        for c, p in cells(config, closed)
-    ]
-
-
-def conversation_files(dataset=None, model=None):
-    return [
-        f"{LIC_OUT}/conversations/{j['dataset']}/{j['model']}/{j['retriever']}/"
-        f"{j['condition']}_{j['policy']}/chunk{j['chunk']}.jsonl"
-        for j in simulate_cells(config)
-        if dataset in (None, j["dataset"]) and model in (None, j["model"])
-    ]
-
-
-def job_accounting_files():
-    return [
-        f"{LIC_OUT}/conversations/{j['dataset']}/{j['model']}/{j['retriever']}/chunk{j['chunk']}.accounting.json"
-        for j in simulate_jobs(config)
-    ]
-
-
-def table_files(name):
-    return [f"{LIC_OUT}/tables/{name}.csv", f"{LIC_OUT}/tables/{name}.md"]
-
-
-def figure_files(name):
-    return [f"{LIC_OUT}/figures/{name}.{ext}" for ext in ("png", "pdf", "csv", "md")]
-
-
-def lic_rag_targets():
-    # Conversations are targets too: deleting one makes Snakemake redo that job (from the
-    # LLM cache) and everything downstream of it, not silently keep stale tables.
-    return (
-        conversation_files()
-        + [
-            f
-            for n in ["table1_datasets", *TABLES, "accounting"]
-            for f in table_files(n)
-        ]
-        + [f for n in FIGURES for f in figure_files(n)]
-        + [
-            f"{LIC_OUT}/shards/{ds}/{name}"
-            for ds in LIC["datasets"]
-            for name in ("shard_report.md", "review.yaml")
-        ]
-    )
-
-
-def corpus_source(dataset):
-    """The source of a dataset's shard prompt pairs: miniworld or the hipporag format."""
-    c = config["corpora"][corpus_of(dataset)]
-    return c["kind"] if c["kind"] == "miniworld" else c["format"]
-
-
-def shard_review_arg(wildcards):
-    path = LIC["sharding"]["reviews"].get(wildcards.dataset)
-    return f"--review {path}" if path else ""
-
-
-def shard_review_input(wildcards):
-    path = LIC["sharding"]["reviews"].get(wildcards.dataset)
-    return [path] if path else []
-
-
-USER_MODEL = role_model(config, "user_simulator")
-CLASSIFIER_MODEL = role_model(config, "classifier")
-JUDGE_MODEL = role_model(config, "judge")
-
-
-def simulate_inputs(wc):
-    corpus = corpus_of(wc.dataset)
-    return dict(
-        questions=f"{RES}/datasets/{wc.dataset}/questions.jsonl",
-        shards=f"{LIC_OUT}/shards/{wc.dataset}/final.jsonl",
-        corpus=f"{RES}/corpora/{corpus}/corpus.jsonl",
-        index=f"{RES}/indexes/{corpus}/{wc.retriever}/manifest.json",
-        prompts=f"{PROMPTS}/lic_rag/assistant.yaml",
-        classifier_prompts=f"{PROMPTS}/lic_rag/classifier.yaml",
-        judge_prompts=f"{PROMPTS}/lic_rag/judge.yaml",
-    )
-
-
-def simulate_settings(wc):
-    keys = (
-        "runs",
-        "chunk_size",
-        "top_k",
-        "recall_k",
-        "seed",
-        "max_extra_turns",
-        "assistant",
-        "user_simulator",
-        "classifier",
-        "judge",
-    )
-    return jarg({k: LIC[k] for k in keys})
-
-
-def simulate_cells_arg(wc):
-    return ",".join(
-        f"{c}:{p}" for c, p in cells(config, is_closed_book(config, wc.retriever))
-    )
-
-
-def simulate_models(wc):
-    """Every model a simulate job runs (GPU env and resources follow the heaviest)."""
-    return [wc.model, USER_MODEL, CLASSIFIER_MODEL, JUDGE_MODEL] + [
-        m for m in [retriever_llm(config, wc.retriever)] if m
-    ]
+def target_caption(wc):
+    study, _ = _target(wc)
+    return study.caption(wc.target)

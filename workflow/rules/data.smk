@@ -6,14 +6,14 @@ localrules:
     download_file,
 
 
-# (Input and params functions live in common.smk.)
-
-
 rule download_file:
     output:
-        f"{RES}/raw/{{corpus}}/{{filename}}",
+        L.raw("{corpus}", "{filename}"),
     log:
         "logs/download/{corpus}/{filename}.log",
+    wildcard_constraints:
+        corpus=NAME,
+        filename=r"[^/]+",
     conda:
         CONDA_ENVS["cpu"]
     resources:
@@ -29,10 +29,12 @@ rule prepare_corpus:
     input:
         unpack(raw_inputs),
     output:
-        corpus=f"{RES}/corpora/{{corpus}}/corpus.jsonl",
-        questions=f"{RES}/corpora/{{corpus}}/questions_all.jsonl",
+        corpus=L.corpus("{corpus}"),
+        questions=L.questions_all("{corpus}"),
     log:
         "logs/prepare_corpus/{corpus}.log",
+    wildcard_constraints:
+        corpus=NAME,
     conda:
         CONDA_ENVS["cpu"]
     resources:
@@ -47,11 +49,13 @@ rule prepare_corpus:
 
 rule select_questions:
     input:
-        lambda wc: f"{RES}/corpora/{corpus_of(wc.dataset)}/questions_all.jsonl",
+        lambda wc: L.questions_all(corpus_of(wc.dataset)),
     output:
-        f"{RES}/datasets/{{dataset}}/questions.jsonl",
+        L.questions("{dataset}"),
     log:
         "logs/select_questions/{dataset}.log",
+    wildcard_constraints:
+        dataset=NAME,
     conda:
         CONDA_ENVS["cpu"]
     params:

@@ -1,19 +1,21 @@
-# Expensive artifacts, built once and shared by every model and condition: the knowledge
-# graph of a corpus (LLM OpenIE, for the graph retrievers) and one index per (corpus, retriever).
-# Both run before any waiting simulate job (priority 3): they gate the longest simulate jobs
-# (Snakemake's priorities do not pass upstream by themselves).
+# Expensive artifacts, built once and shared by every model, condition and study: the
+# knowledge graph of a corpus (LLM OpenIE, for the graph retrievers) and one index per
+# (corpus, retriever). Both run before any waiting model job (priority 3): they gate the
+# longest jobs (Snakemake's priorities do not pass upstream by themselves).
 
 
 rule build_graph:
     input:
-        f"{RES}/corpora/{{corpus}}/corpus.jsonl",
+        L.corpus("{corpus}"),
     output:
-        manifest=f"{RES}/graphs/{{corpus}}/manifest.json",
-        accounting=f"{RES}/graphs/{{corpus}}/accounting.json",
+        manifest=L.graph_manifest("{corpus}"),
+        accounting=L.graph_accounting("{corpus}"),
     log:
         "logs/build_graph/{corpus}.log",
     benchmark:
         "benchmarks/out/build_graph/{corpus}.tsv"
+    wildcard_constraints:
+        corpus=NAME,
     priority: 3
     conda:
         conda_env(models=[KG["model"]])
@@ -38,11 +40,14 @@ rule build_index:
     input:
         unpack(index_inputs),
     output:
-        f"{RES}/indexes/{{corpus}}/{{retriever}}/manifest.json",
+        L.index_manifest("{corpus}", "{retriever}"),
     log:
         "logs/build_index/{corpus}/{retriever}.log",
     benchmark:
         "benchmarks/out/build_index/{corpus}/{retriever}.tsv"
+    wildcard_constraints:
+        corpus=NAME,
+        retriever=NAME,
     priority: 3
     conda:
         # pyserini (Lucene) BM25 needs a JDK: java-bm25; an LLM-built index (RAPTOR) on

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from convrag.llm.types import Request, Sampling
+from convrag.judges.registry import Judge, register_judge, run_judge
 
 CATEGORIES = ("answer_attempt", "clarification", "interrogation", "discussion", "hedge", "refuse", "missing")
 _LABEL = re.compile(r"answer[\s_-]*attempt|clarification|interrogation|discussion|hedge|refuse|missing", re.IGNORECASE)
@@ -36,11 +36,21 @@ def messages(prompts: dict, user_text: str, reply: str) -> list[dict]:
     return msgs
 
 
+def _rule(item: dict):
+    return ("missing", "rule") if not (item.get("reply") or "").strip() else None
+
+
+CLASSIFIER = register_judge(Judge(
+    name="response_category", prompt="lic_rag/classifier.yaml", unit="turn", fields=("user", "reply"),
+    messages=lambda prompts, it: messages(prompts, it["user"], it["reply"]), parse=parse_category,
+    labels=CATEGORIES, rule=_rule, max_tokens=8,
+))
+
+
 def classify_turns(conversations, engine, prompts: dict, max_tokens: int = 8) -> list[dict]:
     """One record per assistant turn of ``conversations``: conv_id, turn (1-based among the
     assistant turns), category, method (rule|llm), parsed, raw. One batched engine call."""
-    records, reqs, pending = [], [], []
-    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens)
+    items, keys = [], []
     for c in conversations:
         last_user, n = "", 0
         for t in c.turns:
@@ -48,16 +58,8 @@ def classify_turns(conversations, engine, prompts: dict, max_tokens: int = 8) ->
                 last_user = t["text"]
                 continue
             n += 1
-            rec = {"conv_id": c.conv_id, "turn": n}
-            if not (t.get("text") or "").strip():
-                rec.update(category="missing", method="rule", parsed=True, raw="")
-            else:
-                rec.update(category=None, method="llm", parsed=False, raw=None)
-                reqs.append(Request(messages=messages(prompts, last_user, t["text"]), sampling=sampling))
-                pending.append(rec)
-            records.append(rec)
-    if reqs:
-        for rec, r in zip(pending, engine.generate(reqs, desc="classify turns")):
-            cat = parse_category(r.text)
-            rec.update(category=cat, parsed=cat is not None, raw=r.text)
-    return records
+            items.append({"item_id": f"{c.conv_id}#{n}", "user": last_user, "reply": t.get("text") or ""})
+            keys.append((c.conv_id, n))
+    verdicts = run_judge(CLASSIFIER, items, engine, prompts, max_tokens, desc="classify turns")
+    return [{"conv_id": cid, "turn": n, "category": v["value"], "method": v["method"], "parsed": v["parsed"],
+             "raw": v["raw"]} for (cid, n), v in zip(keys, verdicts)]

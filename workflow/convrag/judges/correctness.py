@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from convrag.llm.types import Request, Sampling
+from convrag.judges.registry import Judge, register_judge, run_judge
 from convrag.metrics.qa import exact_match
 
 _VERDICT = re.compile(r"\b(incorrect|correct)\b", re.IGNORECASE)
@@ -41,26 +41,27 @@ def messages(prompts: dict, question: str, golds: list[str], prediction: str) ->
     return msgs
 
 
+def _rule(item: dict):
+    pred = item["prediction"]
+    if pred is None or not str(pred).strip():
+        return False, "no_answer"
+    if exact_match(pred, item["answers"]) == 1.0:
+        return True, "exact_match"
+    return None
+
+
+JUDGE = register_judge(Judge(
+    name="answer_correctness", prompt="lic_rag/judge.yaml", unit="conversation",
+    fields=("question", "answers", "prediction"),
+    messages=lambda prompts, it: messages(prompts, it["question"], list(it["answers"]), it["prediction"]),
+    parse=parse_verdict, labels=("CORRECT", "INCORRECT"), rule=_rule, max_tokens=8,
+))
+
+
 def judge_answers(items: list[dict], engine, prompts: dict, max_tokens: int = 8) -> list[dict]:
     """``items``: dicts with key, question, answers (gold list), prediction (str|None).
     Returns one verdict per item: key, correct, method (no_answer|exact_match|llm), parsed, raw."""
-    out, todo = [], {}
-    for it in items:
-        rec = {"key": it["key"], "prediction": it["prediction"]}
-        if it["prediction"] is None or not str(it["prediction"]).strip():
-            rec.update(correct=False, method="no_answer", parsed=True, raw="")
-        elif exact_match(it["prediction"], it["answers"]) == 1.0:
-            rec.update(correct=True, method="exact_match", parsed=True, raw="")
-        else:
-            rec.update(correct=None, method="llm", parsed=False, raw=None)
-            todo.setdefault((it["question"], tuple(it["answers"]), it["prediction"]), []).append(rec)
-        out.append(rec)
-    if todo:
-        sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens)
-        keys = list(todo)
-        reqs = [Request(messages=messages(prompts, q, list(g), p), sampling=sampling) for q, g, p in keys]
-        for k, r in zip(keys, engine.generate(reqs, desc="judge answers")):
-            v = parse_verdict(r.text)
-            for rec in todo[k]:
-                rec.update(correct=v, parsed=v is not None, raw=r.text)
-    return out
+    verdicts = run_judge(JUDGE, [{**it, "item_id": it["key"]} for it in items], engine, prompts, max_tokens,
+                         desc="judge answers")
+    return [{"key": it["key"], "prediction": it["prediction"], "correct": v["value"], "method": v["method"],
+             "parsed": v["parsed"], "raw": v["raw"]} for it, v in zip(items, verdicts)]

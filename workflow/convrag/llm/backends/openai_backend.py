@@ -92,6 +92,8 @@ class OpenAIBackend:
                 kw["stop"] = list(r.sampling.stop)
         if r.json_mode:
             kw["response_format"] = {"type": "json_object"}
+        if self.spec.chat_template_kwargs:  # `vllm serve` reads them from the request body
+            kw["extra_body"] = {"chat_template_kwargs": dict(self.spec.chat_template_kwargs)}
         return kw
 
     def parse(self, r: Request, resp) -> Response:

@@ -145,7 +145,7 @@ class TransformersBackend:
     # -- tokenisation --------------------------------------------------------------------
     def prompt_ids(self, r: Request, reserve: int = 0) -> list[int]:
         text = self.tok.apply_chat_template(r.chat, tokenize=False, add_generation_prompt=True,
-                                            chat_template=self.template)
+                                            chat_template=self.template, **(self.spec.chat_template_kwargs or {}))
         ids = self.tok(text, add_special_tokens=False)["input_ids"]
         room = max(1, self.max_len - reserve)
         if len(ids) > room:  # keep the end: the question and the generation prompt

@@ -111,6 +111,7 @@ class VLLMBackend:
 
     def prompt_ids(self, r: Request, reserve: int) -> list[int]:
         kw = {"chat_template": self.template} if self.template else {}
+        kw.update(self.spec.chat_template_kwargs or {})
         out = self.tok.apply_chat_template(r.chat, tokenize=False, add_generation_prompt=True, **kw)
         ids = self._encode(out) if isinstance(out, str) else list(out)
         room = max(1, self.max_len - reserve)

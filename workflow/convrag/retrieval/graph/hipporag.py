@@ -26,14 +26,14 @@ names that does not occur in the query (compared after ``normalize_entity``, on 
 boundaries) is dropped before linking, as the OpenIE build drops ungrounded entities:
 SmolLM2-135M copies the prompt's example entities (e.g. "1990") into unrelated queries, and
 HippoRAG's nearest-node linking would then seed an arbitrary entity ("1898"). Both the NER
-output and the kept entities are in ``last_details`` ("query_entities",
+output and the kept entities are in the search result's ``details`` ("query_entities",
 "grounded_entities").
 
 Fallback (our choice; the paper is silent): when the NER output is not the JSON asked for
 (counted in ``QueryCost.parse_failures``) or names no entity (none left after grounding), the query's own embedding is
 linked to its ``fallback_top_entities`` nearest graph entities, each weighted by its cosine
 (if > 0) times specificity, and the walk runs from those. Which path each query took is in
-``last_details[i]["fallback"]`` (None, "ner_parse_failure" or "no_query_entities"); with
+``details[i]["fallback"]`` (None, "ner_parse_failure" or "no_query_entities"); with
 its NER entities, seed weights and the 10 entities of most PPR mass. A query left with no
 seed at all (no entity with positive similarity) gets the dense ranking.
 
@@ -55,7 +55,7 @@ import numpy as np
 from scipy import sparse
 
 from convrag.errors import ConfigError, DataError
-from convrag.retrieval.base import Hits, QueryCost, Retriever, check_k, file_sha256, normalize_params, read_corpus
+from convrag.retrieval.base import Capabilities, SearchResult, Hits, QueryCost, Retriever, check_k, file_sha256, normalize_params, read_corpus
 from convrag.retrieval.graph.common import (
     embedding_params,
     encode,
@@ -70,8 +70,7 @@ from convrag.retrieval.graph.kg import KnowledgeGraph, normalize_entity
 from convrag.retrieval.graph.openie import occurs_in
 from convrag.retrieval.graph.ppr import PPR
 
-NEEDS_GRAPH = True
-USES_LLM = True
+CAPABILITIES = Capabilities(needs_graph=True, llm_at_query=True, cost_class="query_llm")
 NAME = "hipporag"
 DEFAULTS = {
     "llm": None,
@@ -84,7 +83,7 @@ DEFAULTS = {
 }
 RUNTIME_KEYS = frozenset(DEFAULTS)
 BLOCK = 64  # queries per batched PPR run (bounds the dense n_entities x queries matrices)
-TOP_DETAIL = 10  # entities with the most PPR mass kept per query in last_details
+TOP_DETAIL = 10  # entities with the most PPR mass kept per query in the search details
 
 
 def _number(p: dict, key: str, low: float, high: float | None, name: str) -> None:
@@ -182,8 +181,6 @@ class HippoRAGRetriever(Retriever):
         self.ppr = PPR(kg.entity_adjacency(p["synonym_weight"]))
         self.spec = kg.specificity() if p["specificity"] else (kg.specificity() > 0).astype(np.float64)
         self.doc_ent = incidence(kg)
-        self.last_costs: list[QueryCost] = []
-        self.last_details: list[dict] = []
 
     def seeds(self, names: list[str] | None, name_emb: np.ndarray | None,
               q_emb: np.ndarray) -> tuple[dict[int, float], str | None]:
@@ -214,13 +211,12 @@ class HippoRAGRetriever(Retriever):
                 out[i][j] = row
         return out
 
-    def search(self, queries: list[str], k: int) -> list[Hits]:
+    def search(self, queries: list[str], k: int) -> SearchResult:
         check_k(k)
         queries = list(queries)
         costs = new_costs(len(queries))
-        self.last_costs, self.last_details = costs, []
         if not queries:
-            return []
+            return SearchResult([], costs)
         kg = self.kg
         ner = query_entities(self.engine, queries, costs, max_tokens=self.p["ner_max_tokens"])
         names = [ns if ns is None or not self.p["grounded_only"] else
@@ -251,5 +247,4 @@ class HippoRAGRetriever(Retriever):
                 out.append(top_docs(doc_scores[:, j], kg, k, dense=dense[:, i]))
                 top = [int(e) for e in np.argsort(-probs[:, j], kind="stable")[:TOP_DETAIL] if probs[e, j] > 0]
                 details[i]["entity_ppr"] = {kg.entities[e]: float(probs[e, j]) for e in top}
-        self.last_details = details
-        return out
+        return SearchResult(out, costs, details)

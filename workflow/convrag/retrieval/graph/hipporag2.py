@@ -31,7 +31,7 @@ Online retrieval, as in the paper and its released code:
 
 CPU simplification: one encoder (the KG's, default all-MiniLM-L6-v2, no instructions) for
 query-to-triple and query-to-passage scores, where the paper uses NV-Embed-v2 with
-task-specific instructions. Per-query diagnostics are in ``last_details`` (candidates with
+task-specific instructions. Per-query diagnostics are in the search result's ``details`` (candidates with
 scores, kept facts, the fallback taken: None, "filter_parse_failure", "filter_off",
 "no_relevant_facts" or "no_triples", entity seeds).
 """
@@ -44,14 +44,13 @@ from scipy import sparse
 from convrag.errors import ConfigError
 from convrag.llm.parsing import parse_json_object
 from convrag.llm.types import Request, Sampling
-from convrag.retrieval.base import Hits, QueryCost, Retriever, batched_llm, check_k, normalize_params
+from convrag.retrieval.base import Capabilities, SearchResult, Hits, QueryCost, Retriever, batched_llm, check_k, normalize_params
 from convrag.retrieval.graph.common import embedding_params, encode, few_shot, load_prompt, new_costs, top_docs
 from convrag.retrieval.graph.hipporag import _int, _number, build_pointer, incidence, load_pointer
 from convrag.retrieval.graph.kg import KnowledgeGraph
 from convrag.retrieval.graph.ppr import PPR
 
-NEEDS_GRAPH = True
-USES_LLM = True
+CAPABILITIES = Capabilities(needs_graph=True, llm_at_query=True, cost_class="query_llm")
 NAME = "hipporag2"
 PROMPT = "recognition_filter"
 DEFAULTS = {
@@ -136,8 +135,6 @@ class HippoRAG2Retriever(Retriever):
         counts = np.array([len(d) for d in kg.entity_docs()], dtype=np.float64)
         self.divisor = np.where(counts > 0, counts, 1.0) if p["specificity"] else np.ones(kg.n_entities)
         self.facts = [(s, r, o) for s, r, o, _ in kg.triples]
-        self.last_costs: list[QueryCost] = []
-        self.last_details: list[dict] = []
 
     def candidates(self, scores: np.ndarray) -> list[int]:
         """Top ``link_top_k`` distinct facts (triple indices) by normalised score."""
@@ -167,13 +164,12 @@ class HippoRAG2Retriever(Retriever):
         top = sorted(mean.items(), key=lambda x: (-x[1], x[0]))[: self.p["link_top_k"]]
         return dict(top)
 
-    def search(self, queries: list[str], k: int) -> list[Hits]:
+    def search(self, queries: list[str], k: int) -> SearchResult:
         check_k(k)
         queries = list(queries)
         costs = new_costs(len(queries))
-        self.last_costs, self.last_details = costs, []
         if not queries:
-            return []
+            return SearchResult([], costs)
         kg, p = self.kg, self.p
         q_emb = encode(queries, self.emb_params)
         dense = kg.passage_emb @ q_emb.T  # passages x queries
@@ -231,5 +227,4 @@ class HippoRAG2Retriever(Retriever):
                 probs[:, graph] = self.ppr.run(resets[:, graph], p["damping"])
             for j, i in enumerate(block):
                 out.append(top_docs(probs[E:, j], kg, k, dense=dense[:, i]))
-        self.last_details = details
-        return out
+        return SearchResult(out, costs, details)

@@ -74,6 +74,8 @@ from convrag.errors import ConfigError, DataError
 from convrag.llm.parsing import parse_json_object, string_list
 from convrag.llm.types import Request, Sampling
 from convrag.retrieval.base import (
+    Capabilities,
+    SearchResult,
     Hits,
     QueryCost,
     Retriever,
@@ -86,8 +88,7 @@ from convrag.retrieval.base import (
 from convrag.retrieval.graph import common
 from convrag.retrieval.graph.kg import KnowledgeGraph
 
-NEEDS_GRAPH = True
-USES_LLM = True
+CAPABILITIES = Capabilities(needs_graph=True, llm_at_query=True, cost_class="query_llm")
 NAME = "lightrag"
 MODES = ("local", "global", "hybrid")
 DEFAULTS = {
@@ -194,7 +195,6 @@ class LightRAGRetriever(Retriever):
         self.entity_docs = kg.entity_docs()
         self.entity_triples = kg.entity_triples()
         self.entity_degree = np.array([len(t) for t in self.entity_triples], dtype=np.float64)
-        self.last_costs: list[QueryCost] = []
 
     # ---- step 1: keywords (one batched LLM call) -----------------------------------------
     def keywords(self, queries: list[str], costs: list[QueryCost]) -> list[tuple[list[str], list[str]]]:
@@ -261,13 +261,12 @@ class LightRAGRetriever(Retriever):
         ranked[order] = common.strictly_decreasing([float(scores[d]) for d in order])
         return common.top_docs(ranked, self.kg, k, dense=dense)
 
-    def search(self, queries: list[str], k: int) -> list[Hits]:
+    def search(self, queries: list[str], k: int) -> SearchResult:
         check_k(k)
         queries = list(queries)
         costs = common.new_costs(len(queries))
-        self.last_costs = costs
         if not queries:
-            return []
+            return SearchResult([], costs)
         kws = self.keywords(queries, costs)
         texts = list(queries)
         slots = []  # per query: (row of low-level text or None, row of high-level text or None)
@@ -287,4 +286,4 @@ class LightRAGRetriever(Retriever):
             weights = self.element_weights(emb[lo] if lo is not None else None, emb[hi] if hi is not None else None)
             scores, degree = self.passage_scores(weights, dense_all[qi])
             out.append(self.rank(scores, degree, dense_all[qi], k))
-        return out
+        return SearchResult(out, costs)

@@ -68,7 +68,7 @@ import numpy as np
 
 from convrag.llm.parsing import parse_json_object, string_list
 from convrag.llm.types import Request, Sampling
-from convrag.retrieval.base import Hits, check_k
+from convrag.retrieval.base import Capabilities, SearchResult, Hits, check_k
 from convrag.retrieval.graph import common
 from convrag.retrieval.graph.kg import normalize_entity
 from convrag.retrieval.graph.tog2 import (
@@ -84,8 +84,7 @@ from convrag.retrieval.graph.tog2 import (
     triple_line,
 )
 
-NEEDS_GRAPH = True
-USES_LLM = True
+CAPABILITIES = Capabilities(needs_graph=True, llm_at_query=True, cost_class="explorer")
 DEFAULTS = {
     "llm": None,  # query-time model name (the Engine itself is passed to load)
     "max_hops": 2,
@@ -218,15 +217,14 @@ class PoGRetriever(GraphExplorer):
             passages=self.passages_block(self._evidence_docs(st), cos),
             earlier=numbered(self.names(earlier))), sampling=REFLECT_SAMPLING)
 
-    def search(self, queries: list[str], k: int) -> list[Hits]:
+    def search(self, queries: list[str], k: int) -> SearchResult:
         check_k(k)
         n, kg, p = len(queries), self.kg, self.p
         costs = common.new_costs(n)
         traces: list[dict] = [{"topic": [], "subobjectives": [], "hops": [], "stop": None, "backtracks": 0}
                               for _ in queries]
-        self.last_costs, self.last_traces = costs, traces
         if n == 0:
-            return []
+            return SearchResult([], costs, traces)
         self._engine()
         qemb = np.asarray(self.encoder(list(queries)), dtype=np.float32)
         pcos = qemb @ kg.passage_emb.T
@@ -353,4 +351,4 @@ class PoGRetriever(GraphExplorer):
             traces[i]["ends"] = self.names(st.ends())
             traces[i]["evidence"] = [triple_line(kg, t) for t in st.evidence()]
             hits.append(common.top_docs(scores, kg, k, dense=pcos[i]))
-        return hits
+        return SearchResult(hits, costs, traces)

@@ -1,9 +1,9 @@
 """RAPTOR (Sarthi et al. 2024, "RAPTOR: Recursive Abstractive Processing for Tree-Organized
 Retrieval"): a tree of LLM summaries over the corpus, searched as a "collapsed tree".
 
-RAPTOR does not use the shared knowledge graph (``NEEDS_GRAPH = False``); it builds its own
-tree artifact. It calls an LLM only at build time (``USES_LLM = True``): searching makes no
-LLM call, so ``last_costs`` are all zeros.
+RAPTOR does not use the shared knowledge graph; it builds its own tree artifact. It calls an
+LLM only at build time (``CAPABILITIES.llm_at_build``): searching makes no LLM call, so its
+search costs are all zeros.
 
 Build (how it follows the paper and its reference code):
 - Leaves are the corpus passages (title + text), embedded with the dense encoder named by
@@ -79,6 +79,8 @@ from convrag.errors import ConfigError, DataError
 from convrag.io import atomic_open, atomic_path, read_json, write_json
 from convrag.llm.types import Request, Sampling
 from convrag.retrieval.base import (
+    Capabilities,
+    SearchResult,
     MANIFEST,
     Hits,
     QueryCost,
@@ -94,9 +96,8 @@ from convrag.retrieval.base import (
 )
 from convrag.retrieval.graph import common
 
-NEEDS_GRAPH = False
-USES_LLM = True
-BUILD_USES_LLM = True  # the cluster summaries: its index build needs the LLM (and its GPUs)
+# the cluster summaries: its index build needs the LLM (and its GPUs); search needs none
+CAPABILITIES = Capabilities(llm_at_build=True)
 NAME = "raptor"
 PROMPT = "raptor_summary"
 TREE_FILE = "tree.json"
@@ -373,7 +374,6 @@ class RaptorRetriever(Retriever):
         for i, x in enumerate(self.nodes):  # children always have smaller ids
             under.append([i] if not x["children"] else sorted({leaf for c in x["children"] for leaf in under[c]}))
         self.under = under
-        self.last_costs: list[QueryCost] = []
 
     @property
     def n_docs(self) -> int:
@@ -412,12 +412,11 @@ class RaptorRetriever(Retriever):
                 scores.append((1.0 + float(sims[leaf])) / 2.0)
         return list(zip([self.doc_ids[i] for i in picked], common.strictly_decreasing(scores)))
 
-    def search(self, queries: list[str], k: int) -> list[Hits]:
+    def search(self, queries: list[str], k: int) -> SearchResult:
         check_k(k)
         queries = list(queries)
-        self.last_costs = common.new_costs(len(queries))  # no query-time LLM call
         if not queries:
-            return []
+            return SearchResult([])
         q = common.encode(queries, _emb_params(self.p))
         sims = q @ self.emb.T
-        return [self.passages(row, k) for row in sims]
+        return SearchResult([self.passages(row, k) for row in sims])  # no query-time LLM call

@@ -73,6 +73,8 @@ from convrag.errors import ConfigError, DataError
 from convrag.llm.parsing import parse_json_object
 from convrag.llm.types import Request, Sampling
 from convrag.retrieval.base import (
+    Capabilities,
+    SearchResult,
     Hits,
     QueryCost,
     Retriever,
@@ -85,8 +87,7 @@ from convrag.retrieval.base import (
 from convrag.retrieval.graph import common
 from convrag.retrieval.graph.kg import KnowledgeGraph, normalize_entity
 
-NEEDS_GRAPH = True
-USES_LLM = True
+CAPABILITIES = Capabilities(needs_graph=True, llm_at_query=True, cost_class="explorer")
 DEFAULTS = {
     "llm": None,  # query-time model name (the Engine itself is passed to load)
     "max_depth": 2,
@@ -308,8 +309,6 @@ class GraphExplorer(Retriever):
         self.ent_docs = kg.entity_docs()
         self.ent_triples = kg.entity_triples()
         self.ent_index = kg.entity_index()
-        self.last_costs: list[QueryCost] = []
-        self.last_traces: list[dict] = []
 
     def _engine(self):
         if self.engine is None:
@@ -364,14 +363,13 @@ class _State:
 class ToG2Retriever(GraphExplorer):
     name = "tog2"
 
-    def search(self, queries: list[str], k: int) -> list[Hits]:
+    def search(self, queries: list[str], k: int) -> SearchResult:
         check_k(k)
         n, kg, p = len(queries), self.kg, self.p
         costs = common.new_costs(n)
         traces: list[dict] = [{"topic": [], "steps": [], "stop": None} for _ in queries]
-        self.last_costs, self.last_traces = costs, traces
         if n == 0:
-            return []
+            return SearchResult([], costs, traces)
         self._engine()
         qemb = np.asarray(self.encoder(list(queries)), dtype=np.float32)
         pcos = qemb @ kg.passage_emb.T
@@ -459,4 +457,4 @@ class ToG2Retriever(GraphExplorer):
                 scores[d] = 1.0 + (1.0 + float(pcos[i, d])) / 2.0
             traces[i]["collected"] = [kg.doc_ids[d] for d in sorted(st.collected)]
             hits.append(common.top_docs(scores, kg, k, dense=pcos[i]))
-        return hits
+        return SearchResult(hits, costs, traces)

@@ -1,0 +1,129 @@
+"""The study contract: the registry finds every built-in study and plug-in, each study's
+files exist, config blocks are optional and validated by the study's own fragment, and a
+plug-in study that lives only in tests/ validates, plans and builds its table through
+Snakemake without any edit outside its own folder."""
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from convrag.config import REPO_ROOT, SCHEMA_PATH, validate_config
+from convrag.data import CORPUS_LOADERS, corpus_loader
+from convrag.errors import ConfigError
+from convrag.layout import Layout
+from convrag.retrieval import RETRIEVERS, capabilities
+from convrag.studies import STUDY_PATH_ENV, all_studies, get_study
+
+PLUGIN = REPO_ROOT / "tests" / "plugin_study"
+DEFAULT = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
+REGISTRY = {"smollm2-135m": {}}
+
+
+def test_builtin_studies_declare_their_files():
+    studies = all_studies()
+    assert "lic_rag" in studies
+    for key, s in studies.items():
+        assert s.key == key and s.version and s.title
+        assert s.schema_path.exists(), s.schema_path
+        assert s.rules_path is not None and s.rules_path.exists()
+        for name, t in s.all_targets().items():
+            assert t.name == name and t.kind in ("table", "figure")
+            assert s.caption(name), name  # every target has a caption file
+
+
+def test_lic_rag_targets_carry_the_papers_numbers():
+    names = set(get_study("lic_rag").targets())
+    # the paper's Table 2, Table 8, Table 9 and Figure 10 under their numbers; no own numbering left
+    assert {"table2_full_vs_sharded", "table8_aptitude_unreliability", "table9_complete_coverage",
+            "figure10_judge_vs_f1_gap"} <= names
+    assert not {"table1_datasets", "table5_aptitude_unreliability", "figure8_judge_vs_f1_gap"} & names
+
+
+def test_schema_kinds_match_the_registries():
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    kinds = schema["properties"]["retrievers"]["additionalProperties"]["properties"]["kind"]["enum"]
+    assert set(kinds) == set(RETRIEVERS)
+    for k in kinds:
+        assert capabilities(k) is not None
+    corpus_loader("miniworld")  # loads the built-in loaders
+    corpus_kinds = schema["properties"]["corpora"]["additionalProperties"]["properties"]["kind"]["enum"]
+    assert set(corpus_kinds) == set(CORPUS_LOADERS)
+
+
+def test_capabilities_are_declared_once_per_kind():
+    assert capabilities("closed_book").closed_book and not capabilities("bm25").closed_book
+    assert capabilities("raptor").llm_at_build and not capabilities("raptor").llm_at_query
+    assert {k for k in RETRIEVERS if capabilities(k).cost_class == "explorer"} == {"tog2", "pog"}
+    assert {k for k in RETRIEVERS if capabilities(k).needs_graph} == {"hipporag", "hipporag2", "lightrag", "tog2", "pog"}
+
+
+def test_study_blocks_are_optional_and_selected():
+    cfg = copy.deepcopy(DEFAULT)
+    validate_config(cfg, registry=REGISTRY)
+    assert cfg["studies"] == ["lic_rag"]
+    cfg = copy.deepcopy(DEFAULT)
+    del cfg["lic_rag"]
+    with pytest.raises(ConfigError, match="no study to run"):
+        validate_config(cfg, registry=REGISTRY)
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["studies"] = ["nope"]
+    with pytest.raises(ConfigError, match=r"'studies\[0\]'.*unknown name 'nope'"):
+        validate_config(cfg, registry=REGISTRY)
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["lic_ragg"] = {}
+    with pytest.raises(ConfigError, match=r"'lic_ragg': unknown key \(neither a shared key nor a study"):
+        validate_config(cfg, registry=REGISTRY)
+
+
+def test_a_plugin_study_validates_with_no_other_block():
+    cfg = {"study_plugins": [str(PLUGIN)], "word_lengths": {}}
+    validate_config(cfg, registry=REGISTRY)
+    assert cfg["studies"] == ["word_lengths"] and cfg["word_lengths"]["words"] == ["conversation", "retrieval", "grid"]
+    assert cfg["corpora"] == {} and cfg["retrievers"] == {}  # shared keys are optional too
+    bad = {"study_plugins": [str(PLUGIN)], "word_lengths": {"words": ["a", "a"]}}
+    with pytest.raises(ConfigError, match=r"'word_lengths\.words': words repeat"):
+        validate_config(bad, registry=REGISTRY)
+    bad = {"study_plugins": [str(PLUGIN)], "word_lengths": {"word": ["a"]}}
+    with pytest.raises(ConfigError, match=r"'word_lengths\.word': unknown key"):
+        validate_config(bad, registry=REGISTRY)
+    study = get_study("word_lengths", plugins=[str(PLUGIN)])
+    assert study.home == PLUGIN.resolve() and study.rules_path is None
+    assert study.final_files(cfg, Layout("r")) == ["r/word_lengths/tables/word_lengths.csv",
+                                                    "r/word_lengths/tables/word_lengths.md"]
+
+
+def _env():
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
+@pytest.mark.workflow
+def test_a_plugin_study_builds_its_table_through_snakemake(tmp_path):
+    cfg = tmp_path / "plugin.yaml"
+    cfg.write_text(yaml.safe_dump({"studies": ["word_lengths"], "study_plugins": [str(PLUGIN)],
+                                   "word_lengths": {"words": ["shard", "conversation"]}}))
+    base = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO_ROOT / "Snakefile"),
+            "--directory", str(tmp_path), "--configfile", str(cfg)]
+    plan = subprocess.run(base + ["-n", "--quiet", "rules"], capture_output=True, text=True, env=_env(), timeout=300)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert "study_table" in plan.stdout and "simulate" not in plan.stdout  # lic_rag is not active
+    proc = subprocess.run(base + ["--cores", "1"], capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = tmp_path / "results" / "word_lengths" / "tables"
+    df = pd.read_csv(out / "word_lengths.csv")
+    assert df.to_dict("records") == [{"word": "shard", "letters": 5}, {"word": "conversation", "letters": 12}]
+    assert (out / "word_lengths.md").read_text().startswith("Letters per word of the word_lengths plug-in study")
+
+
+def test_target_cli_finds_a_plugin_through_the_environment(tmp_path):
+    env = {**_env(), STUDY_PATH_ENV: str(PLUGIN)}
+    proc = subprocess.run([sys.executable, "-m", "convrag.cli", "target", "word_lengths", "word_lengths",
+                           "--inputs", "{}", "--context", '{"words": ["ab"]}', "--out-stem", str(tmp_path / "t")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert pd.read_csv(tmp_path / "t.csv").letters.tolist() == [2]

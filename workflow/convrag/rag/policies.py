@@ -1,0 +1,139 @@
+"""Query policies: what a conversational RAG system sends to the retriever at each turn.
+
+A policy maps conversation states to query strings, batched, independent of the retriever:
+- ``history``: every user turn so far, one per line (lic_rag's HISTORY; MTRAG's "all
+  questions"), so information given earlier keeps steering retrieval;
+- ``current``: the latest user turn only (lic_rag's CURRENT; MTRAG's "last turn");
+- ``none``: for single-turn conditions (FULL / CONCAT), where the one user message is the
+  query; equal to ``current``;
+- ``rewrite``: the benchmark's shipped standalone rewrite of the turn (MTRAG, CORAL); a turn
+  without one is an error naming it, never a silent fallback;
+- ``llm_rewrite``: a standalone rewrite of the last user turn given the conversation,
+  written by an LLM with the project's prompt (``resources/prompts/rag/rewrite.yaml``), one
+  batched call for all states; an empty rewrite falls back to the last user turn and is
+  counted (``PolicyResult.fallbacks``).
+
+A new policy is a function registered with ``@register_policy(name)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from convrag.errors import ConfigError, DataError
+
+
+@dataclass
+class QueryState:
+    """What a policy may read: the user turns so far (the last one is being answered), the
+    whole conversation as ``{role, text}`` dicts, and a shipped rewrite if the benchmark has one."""
+
+    user_turns: list[str]
+    turns: list[dict] = field(default_factory=list)
+    rewrite: str | None = None
+    key: str = ""  # names the turn in errors (task id)
+
+
+@dataclass
+class PolicyResult:
+    queries: list[str]
+    fallbacks: int = 0  # states whose policy output was unusable (then the last user turn)
+    raw: list[str | None] = field(default_factory=list)  # the LLM's rewrites, where one was asked
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    fn: Callable[..., PolicyResult]
+    needs_llm: bool = False
+
+
+POLICIES: dict[str, Policy] = {}
+
+
+def register_policy(name: str, needs_llm: bool = False):
+    def deco(fn):
+        POLICIES[name] = Policy(name, fn, needs_llm)
+        return fn
+
+    return deco
+
+
+def get_policy(name: str) -> Policy:
+    if name not in POLICIES:
+        raise ConfigError(f"unknown query policy '{name}' (known: {', '.join(POLICIES)})")
+    return POLICIES[name]
+
+
+def _check(states: list[QueryState], name: str) -> None:
+    for s in states:
+        if not s.user_turns:
+            raise DataError(f"query policy '{name}': no user turns yet{f' ({s.key})' if s.key else ''}")
+
+
+@register_policy("history")
+def _history(states, **_) -> PolicyResult:
+    _check(states, "history")
+    return PolicyResult(["\n".join(s.user_turns) for s in states])
+
+
+@register_policy("current")
+def _current(states, **_) -> PolicyResult:
+    _check(states, "current")
+    return PolicyResult([s.user_turns[-1] for s in states])
+
+
+@register_policy("none")
+def _none(states, **_) -> PolicyResult:
+    _check(states, "none")
+    return PolicyResult([s.user_turns[-1] for s in states])
+
+
+@register_policy("rewrite")
+def _rewrite(states, **_) -> PolicyResult:
+    for s in states:
+        if not (s.rewrite or "").strip():
+            raise DataError(f"query policy 'rewrite': turn {s.key or '?'} has no shipped rewrite")
+    return PolicyResult([s.rewrite for s in states])
+
+
+@register_policy("llm_rewrite", needs_llm=True)
+def _llm_rewrite(states, llm=None, prompts: dict | None = None, max_tokens: int = 64, **_) -> PolicyResult:
+    from convrag.llm.types import Request, Sampling
+
+    _check(states, "llm_rewrite")
+    if llm is None or prompts is None:
+        raise ConfigError("query policy 'llm_rewrite' needs an LLM and its prompt file")
+    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens, stop=("\n",))
+    reqs = []
+    for s in states:
+        history = "\n".join(f"{t['role'].capitalize()}: {t['text'].strip()}" for t in s.turns[:-1]) or "(none)"
+        msgs = [{"role": "system", "content": prompts["system"].strip()}]
+        for ex in prompts.get("examples", []):
+            msgs.append({"role": "user", "content": prompts["user"].format(history=ex["history"], question=ex["question"])})
+            msgs.append({"role": "assistant", "content": ex["rewrite"]})
+        msgs.append({"role": "user", "content": prompts["user"].format(history=history, question=s.user_turns[-1])})
+        reqs.append(Request(messages=msgs, sampling=sampling))
+    out = PolicyResult([], raw=[])
+    for s, r in zip(states, llm.generate(reqs, desc="rewrite queries")):
+        text = r.text.strip().strip('"').strip()
+        out.raw.append(r.text)
+        if text:
+            out.queries.append(text)
+        else:
+            out.queries.append(s.user_turns[-1])
+            out.fallbacks += 1
+    return out
+
+
+def make_queries(name: str, states: list[QueryState], **kw) -> PolicyResult:
+    return get_policy(name).fn(states, **kw)
+
+
+def make_query(policy: str, user_turns: list[str]) -> str:
+    """One query of a policy that needs no LLM (lic_rag's per-conversation call)."""
+    p = get_policy(policy)
+    if p.needs_llm:
+        raise ConfigError(f"query policy '{policy}' needs an LLM: use make_queries")
+    return p.fn([QueryState(list(user_turns))]).queries[0]

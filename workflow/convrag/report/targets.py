@@ -1,0 +1,85 @@
+"""One machinery for every study's tables and figures.
+
+A study declares its targets (``studies.base.Target``); the shared rules ``study_table`` and
+``study_figure`` (workflow/rules/report.smk) call ``convrag target <study> <name>``, which
+runs ``build_target``: compute the DataFrame, draw the figure, write CSV (full precision)
+and Markdown (with the caption) beside it. Captions are ``<captions_dir>/<name>.rst``
+(shared ones, such as the accounting table's, in ``workflow/report/<name>.rst``); Snakemake's
+report renders them through one template (``workflow/report/target.rst``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from convrag.errors import DataError
+
+SHARED_CAPTIONS = Path(__file__).resolve().parents[2] / "report"
+
+
+def read_caption(study, name: str) -> str:
+    for path in (study.captions_dir / f"{name}.rst", SHARED_CAPTIONS / f"{name}.rst"):
+        if path.exists():
+            return path.read_text(encoding="utf-8").strip()
+    raise DataError(f"{study.captions_dir / (name + '.rst')}: caption of {study.key} target '{name}' is missing")
+
+
+def build_target(study, name: str, inputs: dict, context: dict, out_stem: str) -> None:
+    """Write one named table (CSV + Markdown) or figure (PNG + PDF, plus its data as CSV +
+    Markdown). A target with nothing to show (e.g. no RECAP cells in the grid) still writes
+    its files, with a caption that says why, so every target of a grid exists."""
+    from convrag.report import figures
+    from convrag.report.tables import write_table
+
+    targets = study.all_targets()
+    if name not in targets:
+        raise DataError(f"unknown {study.key} target '{name}' (known: {', '.join(targets)})")
+    t = targets[name]
+    text = study.caption(name)
+    df = t.build(inputs, context)
+    if t.kind == "figure":
+        if df.empty:
+            figures.save_figure(figures.empty_figure(f"{name}: nothing to plot in this grid"), out_stem)
+            text += " (Nothing to plot: the grid has no cells this analysis needs.)"
+        else:
+            t.plot(df, out_stem)
+    elif df.empty:
+        text += " (Empty: the grid has no cells this analysis needs.)"
+    write_table(df, out_stem, caption=text)
+
+
+# ---- the accounting table every study gets --------------------------------------------------
+
+
+def accounting_target():
+    from convrag.studies.base import Target
+
+    return Target("accounting", "table", lambda inputs, ctx: accounting_table(inputs["accounting"], ctx["study_dir"]),
+                  inputs=("accounting",))
+
+
+def accounting_table(paths: list[str], study_dir: str):
+    """One row per job accounting file (its path under the study folder, without the
+    ``.accounting.json`` / ``.json`` suffix), nested keys flattened with dots; per-cell
+    breakdowns (``cells``) stay in the files."""
+    import pandas as pd
+
+    from convrag.io import read_json
+
+    rows = []
+    for p in paths:
+        acc = read_json(p)
+        rel = str(Path(p).resolve().relative_to(Path(study_dir).resolve())) if study_dir else str(p)
+        job = rel.removesuffix(".json").removesuffix(".accounting")
+        rows.append({"job": job, **_flatten({k: v for k, v in acc.items() if k != "cells"})})
+    return pd.DataFrame(rows)
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        elif not isinstance(v, (list, tuple)):
+            out[f"{prefix}{k}"] = v
+    return out

@@ -1,1 +1,0 @@
-"""Conversation simulation and answer extraction."""

@@ -1,0 +1,150 @@
+"""The study contract: everything the shared workflow needs to know about a study.
+
+A study is a package (``convrag/studies/<key>/``, or a plug-in folder named in the config's
+``study_plugins``) whose ``__init__.py`` defines ``STUDY``, an instance of a ``Study``
+subclass. From it the shared code validates the study's config block (its schema fragment
+plus ``check``), wires its rule file into the Snakefile, builds its tables and figures
+(``targets`` and ``artifacts``) with one generic rule, gathers its accounting, sizes it
+(``estimate``) and adds its CLI subcommands (``convrag <key> ...``). Nothing outside the
+study's own files knows its name. ``docs/adding_a_study.md`` lists the files a study adds.
+
+Heavy imports (pandas, models) belong inside methods and target functions: every CLI call
+and every Snakemake start imports all study packages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+# ``inputs`` of a target build: artifact name -> path or list of paths (see Study.artifacts)
+Inputs = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One table or figure: ``build(inputs, context) -> DataFrame`` computes what it shows
+    (a figure also writes that DataFrame as CSV/Markdown); ``plot(df, stem)`` draws a
+    figure. ``inputs`` names the study artifacts it reads, so a target reruns only when they
+    change. The caption is ``<captions_dir>/<name>.rst``."""
+
+    name: str
+    kind: str  # "table" | "figure"
+    build: Callable[[Inputs, dict], Any]
+    plot: Callable[[Any, str], None] | None = None
+    inputs: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in ("table", "figure"):
+            raise ValueError(f"target {self.name}: kind must be 'table' or 'figure', not {self.kind!r}")
+        if self.kind == "figure" and self.plot is None:
+            raise ValueError(f"figure target {self.name} needs a plot function")
+
+
+class Study:
+    """Base class of every study; a study overrides what it has.
+
+    Conventional files of a built-in study ``<key>``: schema fragment
+    ``workflow/schemas/studies/<key>.schema.yaml``, rule file ``workflow/rules/studies/<key>.smk``,
+    captions ``workflow/report/<key>/<target>.rst``, prompts ``resources/prompts/<key>/``.
+    A plug-in keeps them in its own folder (``home``): ``schema.yaml``, ``rules.smk``,
+    ``report/``.
+    """
+
+    key: str = ""
+    title: str = ""
+    # Bump when a prompt or the protocol changes in a way that makes old results incomparable;
+    # written into the study's outputs (accounting) so a table says which protocol made it.
+    version: str = "1"
+    home: Path | None = None  # a plug-in's folder; None for a built-in study
+
+    # ---- files --------------------------------------------------------------------------
+    @property
+    def schema_path(self) -> Path:
+        if self.home is not None:
+            return self.home / "schema.yaml"
+        return REPO_ROOT / "workflow" / "schemas" / "studies" / f"{self.key}.schema.yaml"
+
+    @property
+    def rules_path(self) -> Path | None:
+        path = (self.home / "rules.smk") if self.home is not None else (
+            REPO_ROOT / "workflow" / "rules" / "studies" / f"{self.key}.smk")
+        return path if path.exists() else None
+
+    @property
+    def captions_dir(self) -> Path:
+        if self.home is not None:
+            return self.home / "report"
+        return REPO_ROOT / "workflow" / "report" / self.key
+
+    @property
+    def cli_name(self) -> str:
+        return self.key.replace("_", "-")
+
+    # ---- config -------------------------------------------------------------------------
+    def check(self, config: dict, registry: dict, source: str) -> None:
+        """Cross-reference checks of the (validated) study block against the rest of the
+        config and the model registry; raise ConfigError naming the key."""
+
+    # ---- what it builds -------------------------------------------------------------------
+    def targets(self) -> dict[str, Target]:
+        """Named tables and figures: ``results/<key>/tables|figures/<name>``."""
+        return {}
+
+    def artifacts(self, config: dict, layout) -> dict[str, Any]:
+        """Artifact name -> path (or list of paths) that targets read (``Target.inputs``)."""
+        return {}
+
+    def context(self, config: dict) -> dict:
+        """JSON-able settings every target build receives (bootstrap, analysis options)."""
+        return {}
+
+    def outputs(self, config: dict, layout) -> list[str]:
+        """Final outputs besides tables and figures (e.g. conversation files: deleting one
+        makes Snakemake redo its job)."""
+        return []
+
+    def accounting_files(self, config: dict, layout) -> list[str]:
+        """The per-job LLM accounting JSON files gathered into ``tables/accounting``."""
+        return []
+
+    # ---- planning and sizing --------------------------------------------------------------
+    def plan(self, config: dict) -> list[dict]:
+        """Every model-calling job of the study's grid (one dict per job), for sizing and
+        tests; the rule file plans the same jobs from the same functions."""
+        return []
+
+    def estimate(self, config: dict, measured: dict, throughput) -> list:
+        """Sizing of the study's grid for ``config`` from a measured run (``convrag.cost``):
+        a list of ``cost.JobCost``. ``measured``: options of ``convrag estimate``."""
+        return []
+
+    # ---- command line ---------------------------------------------------------------------
+    def add_cli(self, sub) -> None:
+        """Add the study's own stages to ``convrag <cli_name>`` (an argparse subparsers)."""
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def all_targets(self) -> dict[str, Target]:
+        """The study's targets plus the shared accounting table when it has accounting."""
+        from convrag.report.targets import accounting_target
+
+        out = dict(self.targets())
+        out.setdefault("accounting", accounting_target())
+        return out
+
+    def caption(self, name: str) -> str:
+        from convrag.report.targets import read_caption
+
+        return read_caption(self, name)
+
+    def final_files(self, config: dict, layout) -> list[str]:
+        """Everything ``rule all`` asks of this study."""
+        files = []
+        for name, t in self.all_targets().items():
+            if name == "accounting" and not self.accounting_files(config, layout):
+                continue
+            files += layout.target_files(self.key, name, t.kind)
+        return files + self.outputs(config, layout)

@@ -1,0 +1,103 @@
+"""lic_rag: *Lost in Conversation or Lost in Translation? Diagnosing Multi-Turn Degradation in
+RAG*. Multi-hop questions sharded into simulated conversations (FULL / CONCAT / SHARDED /
+RECAP / SNOWBALL delivery x HISTORY / CURRENT query policy x retrieval settings x LLMs x runs).
+
+Modules: ``plan`` (constants, settings, cells, jobs), ``paths`` (outputs), ``shards`` and
+``review`` (shard construction and the manual review round trip), ``simulate`` (the lockstep
+conversation runner), ``labels`` (in-job classifier and judge), ``score``, ``analyses``,
+``targets``, ``estimate`` (sizing from a measured run), ``cli`` (``convrag lic-rag ...``).
+"""
+
+from __future__ import annotations
+
+from convrag.studies.base import Study
+
+
+class LicRag(Study):
+    key = "lic_rag"
+    title = "Lost in Conversation or Lost in Translation? Diagnosing Multi-Turn Degradation in RAG"
+    version = "1"
+
+    def check(self, config, registry, source):
+        from convrag.config import check_names, unknown_name
+        from convrag.errors import ConfigError
+
+        lic = config["lic_rag"]
+        check_names(source, "lic_rag.datasets", lic["datasets"], config["datasets"])
+        check_names(source, "lic_rag.retrievers", lic["retrievers"], config["retrievers"])
+        check_names(source, "lic_rag.models", lic["models"], registry)
+        check_names(source, "lic_rag.sharding.model", [lic["sharding"]["model"]], registry)
+        for key in ("user_simulator", "classifier", "judge"):
+            m = lic[key]["model"]
+            if m is not None and m not in registry:
+                raise unknown_name(source, f"lic_rag.{key}.model", m, registry)
+        if lic["recall_k"] < lic["top_k"]:
+            raise ConfigError(f"{source}: invalid config key 'lic_rag.recall_k': {lic['recall_k']} is below top_k "
+                              f"({lic['top_k']})")
+        for d in lic["sharding"]["reviews"]:
+            if d not in lic["datasets"]:
+                raise unknown_name(source, f"lic_rag.sharding.reviews.{d}", d, lic["datasets"])
+
+    def targets(self):
+        from convrag.studies.lic_rag.targets import TARGETS
+
+        return TARGETS
+
+    def artifacts(self, config, layout):
+        from convrag.studies.lic_rag import paths
+
+        lic = config["lic_rag"]
+        return {
+            "scores": paths.scores(layout, "conversations.parquet"),
+            "turns": paths.scores(layout, "turns.parquet"),
+            "questions": [layout.questions(d) for d in lic["datasets"]],
+            "shards": [paths.shards(layout, d, "final.jsonl") for d in lic["datasets"]],
+            "corpora": [layout.corpus(config["datasets"][d]["corpus"]) for d in lic["datasets"]],
+        }
+
+    def context(self, config):
+        from convrag.config import is_closed_book, retriever_kind
+        from convrag.retrieval import capabilities
+
+        lic = config["lic_rag"]
+        rets = lic["retrievers"]
+        return {"boot": lic["bootstrap"], "analysis": lic["analysis"], "datasets": lic["datasets"],
+                "closed_retrievers": [r for r in rets if is_closed_book(config, r)],
+                "explorers": [r for r in rets if capabilities(retriever_kind(config, r)).cost_class == "explorer"]}
+
+    def outputs(self, config, layout):
+        # Conversations are targets too: deleting one makes Snakemake redo that job (from the
+        # LLM cache) and everything downstream of it, not silently keep stale tables.
+        from convrag.studies.lic_rag import paths
+        from convrag.studies.lic_rag.plan import simulate_cells
+
+        convs = [paths.conversations(layout, j["dataset"], j["model"], j["retriever"], j["condition"], j["policy"],
+                                     j["chunk"]) for j in simulate_cells(config)]
+        shards = [paths.shards(layout, d, name) for d in config["lic_rag"]["datasets"]
+                  for name in ("shard_report.md", "review.yaml")]
+        return convs + shards
+
+    def accounting_files(self, config, layout):
+        from convrag.studies.lic_rag import paths
+        from convrag.studies.lic_rag.plan import simulate_jobs
+
+        return [paths.job_accounting(layout, j["dataset"], j["model"], j["retriever"], j["chunk"])
+                for j in simulate_jobs(config)]
+
+    def plan(self, config):
+        from convrag.studies.lic_rag.plan import simulate_jobs
+
+        return simulate_jobs(config)
+
+    def estimate(self, config, measured, throughput):
+        from convrag.studies.lic_rag.estimate import estimate
+
+        return estimate(config, measured, throughput)
+
+    def add_cli(self, sub):
+        from convrag.studies.lic_rag.cli import add_cli
+
+        add_cli(sub)
+
+
+STUDY = LicRag()

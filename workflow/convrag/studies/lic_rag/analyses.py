@@ -1,0 +1,354 @@
+"""lic_rag: scoring, the analyses of *Lost in Conversation or Lost in Translation?*, and
+their tables and figures.
+
+Scores are computed once per conversation and per assistant turn into Parquet tables; every
+table and figure reads only those tables, so rebuilding one never re-reads conversations or
+calls a model.
+
+Statistical unit: the question. Runs of one question are repeated samples, not independent
+observations, so every mean with a CI first averages a question's runs and then bootstraps
+over questions (paired over the same questions when two conditions are compared; 1,000
+resamples, seed 0 by default, percentile intervals).
+
+The analyses (each a function returning a DataFrame; ``TARGETS`` maps target names to them):
+- Table 2: FULL vs SHARDED F1 with the paired bootstrap CI of the gap.
+- Decomposition FULL -> CONCAT -> SHARDED: formulation loss (FULL - CONCAT: the question
+  written as separate clues) and delivery loss (CONCAT - SHARDED: the clues spread over
+  turns); they add up to the FULL - SHARDED gap, per question and hence on average.
+- Recovery: (RECAP - SHARDED) / (FULL - SHARDED) and the same for SNOWBALL, the share of the
+  gap a recap turn or restating every shard wins back (undefined, NaN, without a gap).
+- Aptitude and unreliability per question over runs (metrics.reliability), averaged.
+- Complete coverage: the (question, run) pairs where both FULL and SHARDED retrieved every
+  supporting passage (cumulative recall 1 by their last turn); the F1 gap on those pairs,
+  where retrieval cannot explain it, with a paired bootstrap CI.
+- LLM judge: accuracy per cell, and the correlation (Pearson, Spearman) across
+  (dataset, model, retriever, policy) pairs of the judge's FULL-SHARDED gap with F1's.
+- Response categories per condition and policy; the share of multi-turn conversations
+  whose shards were revealed in dependency order.
+- Information preservation: closed-book CONCAT must keep >= ``preservation_threshold`` of
+  closed-book FULL F1 per dataset (else the shards lost information); and the closed-book
+  CONCAT/FULL retention per model.
+- Recall@k per turn and cumulatively across turns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from convrag.metrics.reliability import aptitude, unreliability
+from convrag.stats.bootstrap import bootstrap_ci, paired_bootstrap
+from convrag.studies.lic_rag.plan import CATEGORIES, MULTI_TURN
+
+KEYS = ["dataset", "model", "retriever", "condition", "policy"]
+CELL = ["dataset", "model", "retriever"]
+
+
+def _per_question(df: pd.DataFrame, value: str) -> pd.Series:
+    """Mean over runs per question: runs of one question are not independent samples."""
+    return df.groupby("qid")[value].mean()
+
+
+def _paired(a: pd.Series, b: pd.Series, boot: dict) -> dict | None:
+    common = a.index.intersection(b.index)
+    if common.empty:
+        return None
+    return paired_bootstrap(a[common].to_numpy(), b[common].to_numpy(),
+                            n_resamples=boot.get("n_resamples", 1000), seed=boot.get("seed", 0))
+
+
+# ---- Table 2 and the delivery figure -------------------------------------------------------
+
+def table2(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    rows = []
+    boot = {"n_resamples": n_resamples, "seed": seed}
+    for (ds, model, ret), g in scores.groupby(CELL, sort=True):
+        full = g[g.condition == "FULL"]
+        if full.empty:
+            continue
+        full_q = _per_question(full, "final_f1")
+        for policy, sh in g[g.condition == "SHARDED"].groupby("policy", sort=True):
+            res = _paired(full_q, _per_question(sh, "final_f1"), boot)
+            if res is None:
+                continue
+            rows.append({
+                "dataset": ds, "model": model, "retriever": ret, "policy": policy, "n_questions": res["n"],
+                "f1_full": res["mean_a"], "f1_sharded": res["mean_b"], "rel_change": res["rel_change"],
+                "gap": res["mean_diff"], "gap_ci_low": res["ci_low"], "gap_ci_high": res["ci_high"],
+            })
+    return pd.DataFrame(rows)
+
+
+def delivery_summary(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    rows = []
+    for (ds, ret, cond), g in scores.groupby(["dataset", "retriever", "condition"], sort=True):
+        # one value per question (mean over models, policies and runs): the resampling unit
+        per_q = g.groupby("qid")["final_f1"].mean().to_numpy()
+        ci = bootstrap_ci(per_q, n_resamples=n_resamples, seed=seed)
+        rows.append({"dataset": ds, "retriever": ret, "condition": cond, "mean_f1": ci["mean"],
+                     "ci_low": ci["ci_low"], "ci_high": ci["ci_high"], "n": ci["n"]})
+    return pd.DataFrame(rows)
+
+
+# ---- decomposition, recovery ----------------------------------------------------------------
+
+def decomposition(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
+    """FULL -> CONCAT -> SHARDED per (dataset, model, retriever, SHARDED policy):
+    formulation loss = FULL - CONCAT, delivery loss = CONCAT - SHARDED, total = their sum."""
+    rows = []
+    for (ds, model, ret), g in scores.groupby(CELL, sort=True):
+        full, concat = (_per_question(g[g.condition == c], "final_f1") for c in ("FULL", "CONCAT"))
+        if full.empty or concat.empty:
+            continue
+        for policy, sh in g[g.condition == "SHARDED"].groupby("policy", sort=True):
+            sh_q = _per_question(sh, "final_f1")
+            qs = full.index.intersection(concat.index).intersection(sh_q.index)
+            if qs.empty:
+                continue
+            f, c, s = full[qs], concat[qs], sh_q[qs]
+            form, deliv, total = _paired(f, c, boot), _paired(c, s, boot), _paired(f, s, boot)
+            rows.append({
+                "dataset": ds, "model": model, "retriever": ret, "policy": policy, "n_questions": len(qs),
+                "f1_full": f.mean(), "f1_concat": c.mean(), "f1_sharded": s.mean(),
+                "formulation_loss": form["mean_diff"], "formulation_ci_low": form["ci_low"],
+                "formulation_ci_high": form["ci_high"],
+                "delivery_loss": deliv["mean_diff"], "delivery_ci_low": deliv["ci_low"],
+                "delivery_ci_high": deliv["ci_high"],
+                "total_gap": total["mean_diff"], "total_ci_low": total["ci_low"], "total_ci_high": total["ci_high"],
+                "delivery_share": (deliv["mean_diff"] / total["mean_diff"]
+                                   if abs(total["mean_diff"]) > 1e-12 else np.nan),
+            })
+    return pd.DataFrame(rows)
+
+
+def recovery_share(full: float, sharded: float, recovered: float, eps: float = 1e-9) -> float:
+    """(recovered - sharded) / (full - sharded): 1 = the whole FULL-SHARDED gap won back,
+    0 = none, < 0 = worse than SHARDED; NaN when there is no positive gap to recover."""
+    gap = full - sharded
+    return (recovered - sharded) / gap if gap > eps else float("nan")
+
+
+def recovery(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
+    rows = []
+    n, seed = boot.get("n_resamples", 1000), boot.get("seed", 0)
+    for (ds, model, ret), g in scores.groupby(CELL, sort=True):
+        full = _per_question(g[g.condition == "FULL"], "final_f1")
+        if full.empty:
+            continue
+        for policy, gp in g[g.condition.isin(MULTI_TURN)].groupby("policy", sort=True):
+            per = {c: _per_question(gp[gp.condition == c], "final_f1") for c in MULTI_TURN}
+            if per["SHARDED"].empty:
+                continue
+            row = {"dataset": ds, "model": model, "retriever": ret, "policy": policy,
+                   "f1_full": np.nan, "f1_sharded": np.nan}
+            for cond in ("RECAP", "SNOWBALL"):
+                rec = per[cond]
+                qs = full.index.intersection(per["SHARDED"].index).intersection(rec.index)
+                if qs.empty:
+                    continue
+                f, s, r = full[qs].to_numpy(), per["SHARDED"][qs].to_numpy(), rec[qs].to_numpy()
+                row.update(n_questions=len(qs), f1_full=f.mean(), f1_sharded=s.mean())
+                row[f"f1_{cond.lower()}"] = r.mean()
+                row[f"{cond.lower()}_recovery"] = recovery_share(f.mean(), s.mean(), r.mean())
+                # bootstrap the ratio of means over questions (resamples without a gap are skipped)
+                idx = np.random.default_rng(seed).integers(0, len(qs), size=(n, len(qs)))
+                gap, won = f[idx].mean(1) - s[idx].mean(1), r[idx].mean(1) - s[idx].mean(1)
+                ok = gap > 1e-9
+                if ok.sum() >= max(10, n // 2):
+                    lo, hi = np.quantile(won[ok] / gap[ok], [0.025, 0.975])
+                else:
+                    lo = hi = np.nan
+                row[f"{cond.lower()}_ci_low"], row[f"{cond.lower()}_ci_high"] = lo, hi
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ---- reliability --------------------------------------------------------------------------
+
+def aptitude_unreliability(scores: pd.DataFrame, boot: dict, analysis: dict) -> pd.DataFrame:
+    hi, lo = analysis.get("aptitude_percentile", 90), analysis.get("unreliability_low", 10)
+    rows = []
+    for key, g in scores.groupby(KEYS, sort=True):
+        per_q = g.groupby("qid")["final_f1"].agg(list)
+        apt = np.array([aptitude(v, hi) for v in per_q])
+        unr = np.array([unreliability(v, hi, lo) for v in per_q])
+        a_ci = bootstrap_ci(apt, boot.get("n_resamples", 1000), boot.get("seed", 0))
+        u_ci = bootstrap_ci(unr, boot.get("n_resamples", 1000), boot.get("seed", 0))
+        rows.append({**dict(zip(KEYS, key)), "n_questions": len(per_q),
+                     "runs_per_question": float(per_q.map(len).mean()), "mean_f1": g["final_f1"].mean(),
+                     "aptitude": a_ci["mean"], "aptitude_ci_low": a_ci["ci_low"], "aptitude_ci_high": a_ci["ci_high"],
+                     "unreliability": u_ci["mean"], "unreliability_ci_low": u_ci["ci_low"],
+                     "unreliability_ci_high": u_ci["ci_high"]})
+    return pd.DataFrame(rows)
+
+
+# ---- complete coverage ----------------------------------------------------------------------
+
+def complete_coverage(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
+    """F1 gap FULL - SHARDED on the (question, run) pairs where both retrieved every
+    supporting passage, beside the gap on all pairs (closed book has no retrieval)."""
+    rows = []
+    if "final_cum_recall" not in scores:
+        return pd.DataFrame(rows)
+    for (ds, model, ret), g in scores.groupby(CELL, sort=True):
+        full = g[g.condition == "FULL"].set_index(["qid", "run"])
+        if full.empty or full["final_cum_recall"].isna().all():
+            continue
+        for policy, sh in g[g.condition == "SHARDED"].groupby("policy", sort=True):
+            sh = sh.set_index(["qid", "run"])
+            pairs = full.index.intersection(sh.index)
+            covered = [p for p in pairs if full.at[p, "final_cum_recall"] == 1.0 and sh.at[p, "final_cum_recall"] == 1.0]
+            row = {"dataset": ds, "model": model, "retriever": ret, "policy": policy,
+                   "pairs": len(pairs), "covered_pairs": len(covered)}
+            all_res = _paired(full.loc[pairs, "final_f1"].groupby("qid").mean(),
+                              sh.loc[pairs, "final_f1"].groupby("qid").mean(), boot)
+            if all_res:
+                row.update(gap_all=all_res["mean_diff"], gap_all_ci_low=all_res["ci_low"],
+                           gap_all_ci_high=all_res["ci_high"])
+            if covered:
+                idx = pd.MultiIndex.from_tuples(covered, names=["qid", "run"])
+                res = _paired(full.loc[idx, "final_f1"].groupby("qid").mean(),
+                              sh.loc[idx, "final_f1"].groupby("qid").mean(), boot)
+                row.update(covered_questions=res["n"], f1_full_covered=res["mean_a"],
+                           f1_sharded_covered=res["mean_b"], gap_covered=res["mean_diff"],
+                           gap_covered_ci_low=res["ci_low"], gap_covered_ci_high=res["ci_high"])
+            else:
+                row.update(covered_questions=0)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ---- judge ----------------------------------------------------------------------------------
+
+def judge_accuracy(scores: pd.DataFrame) -> pd.DataFrame:
+    g = scores.groupby(KEYS, sort=True)
+    out = g.agg(n=("conv_id", "size"), mean_f1=("final_f1", "mean"), mean_em=("final_em", "mean"),
+                judge_accuracy=("judge_correct", "mean"),
+                judge_unparsed=("judge_parsed", lambda s: int((s == False).sum())),  # noqa: E712
+                judged_by_llm=("judge_method", lambda s: int((s == "llm").sum()))).reset_index()
+    return out
+
+
+def judge_gap_correlation(scores: pd.DataFrame) -> pd.DataFrame:
+    """Across (dataset, model, retriever, policy) pairs: the judge's FULL - SHARDED accuracy
+    gap against the F1 gap (per-question means, then means over questions)."""
+    from scipy import stats
+
+    pairs = []
+    for (ds, model, ret), g in scores.groupby(CELL, sort=True):
+        full = g[g.condition == "FULL"]
+        if full.empty:
+            continue
+        fj, ff = _per_question(full, "judge_correct"), _per_question(full, "final_f1")
+        for policy, sh in g[g.condition == "SHARDED"].groupby("policy", sort=True):
+            sj, sf = _per_question(sh, "judge_correct"), _per_question(sh, "final_f1")
+            qs = ff.index.intersection(sf.index)
+            jg = (fj[qs] - sj[qs]).mean()
+            pairs.append({"dataset": ds, "model": model, "retriever": ret, "policy": policy,
+                          "f1_gap": (ff[qs] - sf[qs]).mean(), "judge_gap": jg})
+    df = pd.DataFrame(pairs)
+    row = {"pairs": len(df)}
+    ok = df.dropna(subset=["f1_gap", "judge_gap"]) if len(df) else df
+    row["pairs_with_both"] = len(ok)
+    if len(ok) >= 3 and ok["f1_gap"].nunique() > 1 and ok["judge_gap"].nunique() > 1:
+        pr, pp = stats.pearsonr(ok["f1_gap"], ok["judge_gap"])
+        sr, sp = stats.spearmanr(ok["f1_gap"], ok["judge_gap"])
+        row.update(pearson_r=float(pr), pearson_p=float(pp), spearman_rho=float(sr), spearman_p=float(sp))
+    else:
+        row.update(pearson_r=np.nan, pearson_p=np.nan, spearman_rho=np.nan, spearman_p=np.nan,
+                   note="fewer than 3 pairs with varying gaps: correlation undefined")
+    return pd.DataFrame([row]), df
+
+
+# ---- categories, dependency order ---------------------------------------------------------------
+
+def response_categories(turns: pd.DataFrame) -> pd.DataFrame:
+    """Share of assistant turns per category, per (retriever, condition, policy); turns the
+    classifier could not label are the ``unlabelled`` share."""
+    t = turns.copy()
+    t["category"] = t["category"].fillna("unlabelled")
+    rows = []
+    for key, g in t.groupby(["retriever", "condition", "policy"], sort=True):
+        counts = g["category"].value_counts()
+        rows.append({**dict(zip(["retriever", "condition", "policy"], key)), "turns": len(g),
+                     **{c: counts.get(c, 0) / len(g) for c in (*CATEGORIES, "unlabelled")}})
+    return pd.DataFrame(rows)
+
+
+def dependency_order(scores: pd.DataFrame) -> pd.DataFrame:
+    mt = scores[scores.condition.isin(MULTI_TURN)]
+    if mt.empty:
+        return pd.DataFrame()
+    return (mt.groupby(["dataset", "model", "retriever", "condition", "policy"], sort=True)
+            .agg(conversations=("conv_id", "size"), order_kept_share=("order_kept", "mean")).reset_index())
+
+
+# ---- information preservation ------------------------------------------------------------------
+
+def _closed(scores: pd.DataFrame, closed_retrievers: list[str]) -> pd.DataFrame:
+    return scores[scores.retriever.isin(closed_retrievers)]
+
+
+def information_preservation(scores: pd.DataFrame, closed_retrievers: list[str], analysis: dict) -> pd.DataFrame:
+    """Per dataset: closed-book CONCAT F1 / FULL F1 against the threshold (pooled over models)."""
+    thr = analysis.get("preservation_threshold", 0.8)
+    rows = []
+    for ds, g in _closed(scores, closed_retrievers).groupby("dataset", sort=True):
+        full, concat = (g[g.condition == c].groupby(["model", "qid"])["final_f1"].mean() for c in ("FULL", "CONCAT"))
+        common = full.index.intersection(concat.index)
+        if common.empty:
+            continue
+        f, c = full[common].mean(), concat[common].mean()
+        ratio = c / f if f > 0 else np.nan
+        rows.append({"dataset": ds, "n_model_questions": len(common), "f1_full_closed": f, "f1_concat_closed": c,
+                     "ratio": ratio, "threshold": thr,
+                     "passes": bool(ratio >= thr) if not np.isnan(ratio) else None})
+    return pd.DataFrame(rows)
+
+
+def closed_book_retention(scores: pd.DataFrame, closed_retrievers: list[str]) -> pd.DataFrame:
+    rows = []
+    for (ds, model), g in _closed(scores, closed_retrievers).groupby(["dataset", "model"], sort=True):
+        full, concat = (_per_question(g[g.condition == c], "final_f1") for c in ("FULL", "CONCAT"))
+        common = full.index.intersection(concat.index)
+        if common.empty:
+            continue
+        f, c = full[common].mean(), concat[common].mean()
+        rows.append({"dataset": ds, "model": model, "n_questions": len(common), "f1_full_closed": f,
+                     "f1_concat_closed": c, "retention": c / f if f > 0 else np.nan})
+    return pd.DataFrame(rows)
+
+
+# ---- recall by turn ------------------------------------------------------------------------------
+
+def recall_by_turn(turns: pd.DataFrame) -> pd.DataFrame:
+    rcol = next((c for c in turns.columns if c.startswith("recall@")), None)
+    t = turns.dropna(subset=["cum_recall"]) if rcol else turns.iloc[0:0]
+    if t.empty:
+        return pd.DataFrame()
+    return (t.groupby(["dataset", "retriever", "condition", "policy", "turn"], sort=True)
+            .agg(n=("conv_id", "size"), recall=(rcol, "mean"), cum_recall=("cum_recall", "mean"))
+            .reset_index().rename(columns={"recall": rcol}))
+
+
+# ---- retrieval cost (appendix: PoG vs ToG-2) -------------------------------------------------------
+
+def retrieval_cost(turns: pd.DataFrame, retrievers: list[str]) -> pd.DataFrame:
+    """LLM calls and tokens the retriever spent per retrieval (one per assistant turn) and per
+    conversation, per (dataset, model, retriever, condition, policy)."""
+    t = turns[turns.retriever.isin(retrievers)]
+    if t.empty:
+        return pd.DataFrame()
+    t = t.assign(retrieval_tokens=t.retrieval_prompt_tokens + t.retrieval_completion_tokens)
+    cols = ["retrieval_llm_calls", "retrieval_prompt_tokens", "retrieval_completion_tokens", "retrieval_tokens"]
+    keys = ["dataset", "model", "retriever", "condition", "policy"]
+    per_conv = t.groupby(keys + ["conv_id"])[cols].sum().groupby(keys).mean()
+    per_ret = t.groupby(keys)[cols].mean()
+    out = per_ret.rename(columns=lambda c: c.replace("retrieval_", "") + "_per_retrieval")
+    out = out.join(per_conv.rename(columns=lambda c: c.replace("retrieval_", "") + "_per_conversation"))
+    out.insert(0, "retrievals", t.groupby(keys).size())
+    out.insert(1, "conversations", t.groupby(keys)["conv_id"].nunique())
+    out["parse_failures"] = t.groupby(keys)["retrieval_parse_failures"].sum()
+    return out.reset_index()
+
+

@@ -1,0 +1,168 @@
+"""``convrag lic-rag <stage>``: the study's own stages (shard, shard-review, simulate, score)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from convrag.cli import json_arg, set_threads
+from convrag.errors import ConfigError
+
+
+def cmd_shard(a):
+    import yaml
+
+    from convrag.io import atomic_open
+    from convrag.llm.engine import load_engine
+    from convrag.records import Question, read_records, write_records
+    from convrag.studies.lic_rag.shards import ShardPrompts, shard_questions, shard_report
+
+    set_threads(a.threads)
+    qs = read_records(a.questions, Question)
+    prompts = ShardPrompts.from_dict(yaml.safe_load(open(a.prompts)), source=a.source)
+    engine = load_engine(a.model, a.registry, a.cache)
+    sets = shard_questions(qs, engine, prompts, a.settings)
+    write_records(a.out, sets)
+    with atomic_open(a.report) as fh:
+        fh.write(shard_report(sets, qs))
+    engine.write_accounting(a.accounting)
+
+
+def cmd_shard_review(a):
+    from convrag.io import atomic_open
+    from convrag.records import Question, ShardSet, read_records, write_records
+    from convrag.studies.lic_rag.review import apply_review, export_review
+
+    sets, qs = read_records(a.shards, ShardSet), read_records(a.questions, Question)
+    if a.action == "export":
+        with atomic_open(a.out) as fh:
+            fh.write(export_review(sets, qs))
+    else:
+        write_records(a.out, apply_review(sets, qs, a.review) if a.review else sets)
+
+
+def parse_cells(text: str) -> list[tuple[str, str]]:
+    """``FULL:none,SHARDED:history`` -> [("FULL", "none"), ("SHARDED", "history")]."""
+    out = []
+    for part in text.split(","):
+        cond, sep, pol = part.strip().partition(":")
+        if not sep or not cond or not pol:
+            raise argparse.ArgumentTypeError(f"cell {part!r} is not CONDITION:POLICY")
+        out.append((cond, pol))
+    return out
+
+
+def cmd_simulate(a):
+    import yaml
+
+    from convrag.llm.engine import EnginePool
+    from convrag.rag.jobs import write_job
+    from convrag.records import Passage, Question, ShardSet, read_records
+    from convrag.retrieval import capabilities, load_retriever
+    from convrag.studies.lic_rag import STUDY
+    from convrag.studies.lic_rag.labels import label
+    from convrag.studies.lic_rag.plan import Settings, job_block
+    from convrag.studies.lic_rag.simulate import ConversationRunner
+
+    set_threads(a.threads)
+    t0 = time.time()
+    block = job_block(a.settings)
+    settings = Settings.from_block(block)
+    size = block["chunk_size"]
+    caps = capabilities(a.retriever)
+    shardsets = {s.qid: s for s in read_records(a.shards, ShardSet)}
+    questions = [q for q in read_records(a.questions, Question) if shardsets.get(q.qid) and shardsets[q.qid].passed]
+    chunk = questions[a.chunk * size:(a.chunk + 1) * size]
+    shards = {q.qid: [s["text"] for s in shardsets[q.qid].shards] for q in chunk}
+    passages = {} if caps.closed_book else {p.doc_id: p for p in read_records(a.corpus, Passage)}
+    pool = EnginePool(a.registry, a.cache)
+    try:
+        labelling = [a.classifier_model, a.classifier_prompts, a.judge_model, a.judge_prompts]
+        if any(labelling) and not all(labelling):
+            raise ConfigError("simulate: give --classifier-model/--classifier-prompts and --judge-model/--judge-prompts "
+                              "together (or none of them: the conversations are then not labelled)")
+        roles = {"assistant": pool.engine(a.model), "user_simulator": pool.engine(a.user_model)}
+        if all(labelling):
+            roles.update(classifier=pool.engine(a.classifier_model), judge=pool.engine(a.judge_model))
+        if caps.uses_llm:
+            roles["retriever"] = pool.engine(a.retriever_llm or a.model)
+        retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=roles.get("retriever"))
+        runner = ConversationRunner(
+            cells=a.cells, retriever=retriever, retriever_name=a.retriever_name, capabilities=caps,
+            model_name=a.model, user_model_name=a.user_model, dataset=a.dataset, passages=passages,
+            assistant_engine=roles["assistant"], user_engine=roles["user_simulator"],
+            prompts=yaml.safe_load(open(a.prompts)), settings=settings,
+        )
+        by_cell = runner.run(chunk, shards)
+        if "judge" in roles:
+            label([c for v in by_cell.values() for c in v], {(q.dataset, q.qid): q for q in chunk},
+                  roles["classifier"], yaml.safe_load(open(a.classifier_prompts)),
+                  roles["judge"], yaml.safe_load(open(a.judge_prompts)),
+                  block["classifier"]["max_tokens"], block["judge"]["max_tokens"])
+        acc = {role: eng.accounting.to_dict() for role, eng in roles.items()}
+        acc["cells"] = {
+            f"{c}_{p}": {"conversations": len(v), "unanswered_turns": sum(x.n_unanswered_turns for x in v),
+                         **runner.usage.get(f"{c}_{p}", {})}
+            for (c, p), v in by_cell.items()
+        }
+        acc["job"] = {"conversations": sum(len(v) for v in by_cell.values()), "questions": len(chunk),
+                      "cells": len(by_cell), "wall_seconds": round(time.time() - t0, 3),
+                      "unanswered_turns": sum(c.n_unanswered_turns for v in by_cell.values() for c in v),
+                      "study_version": STUDY.version}
+        write_job({f"{a.out_dir}/{cond}_{pol}/chunk{a.chunk}.jsonl": convs for (cond, pol), convs in by_cell.items()},
+                  a.accounting, acc)
+    finally:
+        pool.close()
+
+
+def cmd_score(a):
+    from convrag.studies.lic_rag.score import score_conversations, write_parquet
+
+    convs, turns = score_conversations(a.conversations, a.questions, a.recall_k)
+    write_parquet(convs, a.out)
+    write_parquet(turns, a.out_turns)
+
+
+def add_cli(sub) -> None:
+    def add(name, fn, help):
+        sp = sub.add_parser(name, help=help, description=help)
+        sp.set_defaults(fn=fn)
+        return sp
+
+    s = add("shard", cmd_shard, "LLM shard construction with automatic checks and a report")
+    for k in ("questions", "prompts", "model", "registry", "cache", "out", "report", "accounting"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--settings", type=json_arg, required=True, help="the lic_rag.sharding block as JSON")
+    s.add_argument("--source", default=None, help="source dataset of the prompt pairs (hotpotqa, 2wikimultihopqa, "
+                   "musique, miniworld)")
+    s.add_argument("--threads", type=int, default=None)
+
+    s = add("shard-review", cmd_shard_review, "export shard sets to an editable review file, or apply an edited one")
+    s.add_argument("action", choices=["export", "apply"])
+    s.add_argument("--shards", required=True)
+    s.add_argument("--questions", required=True)
+    s.add_argument("--review", default=None, help="apply: the edited review file (none: copy the shards as they are)")
+    s.add_argument("--out", required=True)
+
+    s = add("simulate", cmd_simulate, "simulate one chunk of conversations for every cell of one retriever (lockstep "
+            "batched), then label every assistant turn and judge every final answer")
+    for k in ("questions", "shards", "corpus", "index-dir", "retriever", "retriever-name", "prompts", "dataset",
+              "model", "user-model", "registry", "cache", "out-dir", "accounting"):
+        s.add_argument(f"--{k}", required=True)
+    for k in ("classifier-model", "classifier-prompts", "judge-model", "judge-prompts"):
+        s.add_argument(f"--{k}", default=None, help="label turns and judge answers after the simulation (all four)")
+    s.add_argument("--cells", type=parse_cells, required=True, help="CONDITION:POLICY,... e.g. FULL:none,SHARDED:history")
+    s.add_argument("--retriever-llm", default=None, help="registry model of an LLM-using retriever (default: --model)")
+    s.add_argument("--retriever-params", type=json_arg, default={})
+    s.add_argument("--settings", type=json_arg, required=True, help="the job's part of the lic_rag block as JSON")
+    s.add_argument("--chunk", type=int, default=0)
+    s.add_argument("--threads", type=int, default=None)
+
+    s = add("score", cmd_score, "score conversations (EM/F1 per turn, BEST, recall, categories, judge, dependency "
+            "order) into Parquet")
+    s.add_argument("--conversations", nargs="+", required=True)
+    s.add_argument("--questions", nargs="+", required=True)
+    s.add_argument("--recall-k", type=int, required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--out-turns", required=True)
+

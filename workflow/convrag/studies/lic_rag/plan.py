@@ -1,0 +1,108 @@
+"""The lic_rag grid: its constants, typed settings, cells and jobs.
+
+One definition each, used by the rule file, the simulate job, the analyses and sizing.
+Settings are built from the *validated* config block (the schema fills every default), so
+there are no second defaults here that could disagree with the schema.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from convrag.judges.categories import CATEGORIES  # noqa: F401  (response categories of assistant turns)
+from convrag.llm.types import Sampling
+
+CONDITIONS = ("FULL", "CONCAT", "SHARDED", "RECAP", "SNOWBALL")
+SINGLE_TURN = ("FULL", "CONCAT")
+MULTI_TURN = ("SHARDED", "RECAP", "SNOWBALL")
+POLICIES = ("history", "current")
+ROLES = ("user_simulator", "classifier", "judge")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a simulate job needs of the lic_rag block (``from_block`` of a validated block)."""
+
+    runs: int
+    top_k: int
+    recall_k: int
+    seed: int
+    max_extra_turns: int
+    assistant: Sampling
+    user: Sampling
+
+    @classmethod
+    def from_block(cls, lic: dict) -> "Settings":
+        def sampling(d: dict) -> Sampling:
+            return Sampling(d["temperature"], d["top_p"], d["max_tokens"], tuple(d["stop"]))
+
+        return cls(runs=lic["runs"], top_k=lic["top_k"], recall_k=lic["recall_k"], seed=lic["seed"],
+                   max_extra_turns=lic["max_extra_turns"], assistant=sampling(lic["assistant"]),
+                   user=sampling(lic["user_simulator"]))
+
+
+SETTING_KEYS = ("runs", "chunk_size", "top_k", "recall_k", "seed", "max_extra_turns", "assistant",
+                "user_simulator", "classifier", "judge")
+
+
+def job_settings(lic: dict) -> dict:
+    """The part of the block a simulate job reads (passed to it as JSON)."""
+    return {k: lic[k] for k in SETTING_KEYS}
+
+
+def job_block(settings: dict, source: str = "simulate --settings") -> dict:
+    """A simulate job's settings JSON validated against the study's own schema fragment,
+    defaults filled from it (so a job run by hand gets exactly the config's defaults)."""
+    from convrag.config import validate_fragment
+    from convrag.studies.lic_rag import STUDY
+
+    return validate_fragment(dict(settings), STUDY.schema_path, SETTING_KEYS, source, prefix="lic_rag")
+
+
+def role_model(lic: dict, role: str) -> str:
+    """The registry model of a role (user_simulator, classifier, judge): its own ``model``
+    or, when null, the sharding model."""
+    return lic[role]["model"] or lic["sharding"]["model"]
+
+
+def n_chunks(config: dict, dataset: str) -> int:
+    return math.ceil(config["datasets"][dataset]["n_questions"] / config["lic_rag"]["chunk_size"])
+
+
+def cells(lic: dict, closed: bool = False) -> list[tuple[str, str]]:
+    """(condition, policy) pairs simulated for one retriever.
+
+    FULL and CONCAT are single-turn, so HISTORY and CURRENT would send the same query: they
+    run once with policy ``none``. The multi-turn conditions (SHARDED, RECAP, SNOWBALL) run
+    once per policy. Closed-book retrieves nothing: every condition uses ``none``.
+    """
+    out = []
+    for cond in lic["conditions"]:
+        if cond in MULTI_TURN and not closed:
+            out.extend((cond, p) for p in lic["policies"])
+        else:
+            out.append((cond, "none"))
+    return list(dict.fromkeys(out))
+
+
+def simulate_jobs(config: dict) -> list[dict]:
+    """Every simulate job of the grid: one per (dataset, model, retriever, chunk), running all
+    of that retriever's cells in lockstep (one batch per turn for all cells)."""
+    from convrag.config import is_closed_book
+
+    lic = config["lic_rag"]
+    by_ret = {ret: cells(lic, is_closed_book(config, ret)) for ret in lic["retrievers"]}
+    return [
+        dict(dataset=ds, model=model, retriever=ret, chunk=chunk, cells=by_ret[ret])
+        for ds in lic["datasets"] for model in lic["models"] for ret in lic["retrievers"]
+        for chunk in range(n_chunks(config, ds))
+    ]
+
+
+def simulate_cells(config: dict) -> list[dict]:
+    """Every (dataset, model, retriever, condition, policy, chunk) cell: one conversation file each."""
+    return [
+        dict(dataset=j["dataset"], model=j["model"], retriever=j["retriever"], condition=c, policy=p, chunk=j["chunk"])
+        for j in simulate_jobs(config) for c, p in j["cells"]
+    ]

@@ -1,0 +1,148 @@
+"""The named tables and figures of lic_rag (each caption in ``workflow/report/lic_rag/<name>.rst``).
+
+Targets the paper numbers carry its number (``table2_full_vs_sharded`` is the paper's
+Table 2, ``table8_aptitude_unreliability`` its Table 8, ``table9_complete_coverage`` its
+Table 9, ``figure10_judge_vs_f1_gap`` its Figure 10; ``../shared/reference/published/lic_rag.yaml``
+lists the numbering); the others keep descriptive names. Every analysis target reads only the
+two score tables (``scores``, ``turns``); ``datasets`` reads the question, shard and corpus files.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from convrag.io import iter_lines
+from convrag.records import Question, ShardSet, read_records
+from convrag.studies.base import Target
+from convrag.studies.lic_rag import analyses as A
+from convrag.studies.lic_rag.plan import CATEGORIES, MULTI_TURN
+
+
+def _scored(fn):
+    """A build from the two score tables: ``fn(scores, turns, context)``."""
+    def build(inputs: dict, ctx: dict):
+        return fn(pd.read_parquet(inputs["scores"]), pd.read_parquet(inputs["turns"]), ctx)
+    return build
+
+
+def _boot(ctx: dict) -> tuple[int, int]:
+    return ctx["boot"]["n_resamples"], ctx["boot"]["seed"]
+
+
+def _fig_delivery(df, stem):
+    from convrag.report import figures
+
+    figures.delivery_conditions_figure(df, stem)
+
+
+def _fig_recall(df, stem):
+    from convrag.report import figures
+
+    df = df[df.condition.isin(MULTI_TURN)]
+    figures.lines(df, stem, x="turn", y="cum_recall", group=["retriever", "condition", "policy"], panel="dataset",
+                  ylabel="cumulative recall of supporting passages", ylim=(0, 1.05))
+
+
+def _fig_decomposition(df, stem):
+    from convrag.report import figures
+
+    d = df.assign(label=df.retriever + "/" + df.policy)
+    figures.grouped_bars(d.melt(id_vars=["dataset", "label"], value_vars=["formulation_loss", "delivery_loss"],
+                                var_name="part", value_name="f1_loss"),
+                         stem, x="label", hue="part", y="f1_loss", panel="dataset", ylabel="F1 lost")
+
+
+def _fig_recovery(df, stem):
+    from convrag.report import figures
+
+    cols = [c for c in ("recap_recovery", "snowball_recovery") if c in df]
+    d = df.assign(label=df.retriever + "/" + df.policy)
+    figures.grouped_bars(d.melt(id_vars=["dataset", "label"], value_vars=cols, var_name="condition",
+                                value_name="recovery"),
+                         stem, x="label", hue="condition", y="recovery", panel="dataset",
+                         ylabel="share of FULL-SHARDED gap recovered")
+
+
+def _fig_reliability(df, stem):
+    from convrag.report import figures
+
+    figures.scatter(df.assign(cell=df.condition + "/" + df.policy), stem, x="aptitude", y="unreliability",
+                    label="cell", xlabel="aptitude (P90 of F1 over runs)", ylabel="unreliability (P90 - P10)")
+
+
+def _fig_categories(df, stem):
+    from convrag.report import figures
+
+    d = df.assign(cell=df.condition + "/" + df.policy)
+    figures.stacked_bars(d, stem, x="cell", parts=[*CATEGORIES, "unlabelled"], panel="retriever",
+                         ylabel="share of assistant turns")
+
+
+def _fig_judge(df, stem):
+    from convrag.report import figures
+
+    figures.scatter(df, stem, x="f1_gap", y="judge_gap", label="retriever", xlabel="FULL - SHARDED gap in F1",
+                    ylabel="FULL - SHARDED gap in judge accuracy", diagonal=True)
+
+
+
+def _datasets(inputs: dict, ctx: dict) -> pd.DataFrame:
+    return dataset_table({d: {"questions": q, "shards": s, "corpus": c} for d, q, s, c in
+                          zip(ctx["datasets"], inputs["questions"], inputs["shards"], inputs["corpora"])})
+
+
+def _t(name, kind, fn, plot=None):
+    return Target(name, kind, _scored(fn), plot, inputs=("scores", "turns"))
+
+
+TARGETS = {t.name: t for t in [
+    Target("datasets", "table", _datasets, inputs=("questions", "shards", "corpora")),
+    _t("table2_full_vs_sharded", "table", lambda s, t, c: A.table2(s, *_boot(c))),
+    _t("decomposition", "table", lambda s, t, c: A.decomposition(s, c["boot"])),
+    _t("recovery", "table", lambda s, t, c: A.recovery(s, c["boot"])),
+    _t("table8_aptitude_unreliability", "table", lambda s, t, c: A.aptitude_unreliability(s, c["boot"], c["analysis"])),
+    _t("table9_complete_coverage", "table", lambda s, t, c: A.complete_coverage(s, c["boot"])),
+    _t("judge_accuracy", "table", lambda s, t, c: A.judge_accuracy(s)),
+    _t("judge_gap_correlation", "table", lambda s, t, c: A.judge_gap_correlation(s)[0]),
+    _t("response_categories", "table", lambda s, t, c: A.response_categories(t)),
+    _t("dependency_order", "table", lambda s, t, c: A.dependency_order(s)),
+    _t("information_preservation", "table",
+       lambda s, t, c: A.information_preservation(s, c["closed_retrievers"], c["analysis"])),
+    _t("closed_book_retention", "table", lambda s, t, c: A.closed_book_retention(s, c["closed_retrievers"])),
+    _t("pog_cost", "table", lambda s, t, c: A.retrieval_cost(t, c["explorers"])),
+    _t("delivery_conditions", "figure", lambda s, t, c: A.delivery_summary(s, *_boot(c)), _fig_delivery),
+    _t("recall_by_turn", "figure", lambda s, t, c: A.recall_by_turn(t), _fig_recall),
+    _t("decomposition_bars", "figure", lambda s, t, c: A.decomposition(s, c["boot"]), _fig_decomposition),
+    _t("recovery_bars", "figure", lambda s, t, c: A.recovery(s, c["boot"]), _fig_recovery),
+    _t("aptitude_vs_unreliability", "figure", lambda s, t, c: A.aptitude_unreliability(s, c["boot"], c["analysis"]),
+       _fig_reliability),
+    _t("response_category_shares", "figure", lambda s, t, c: A.response_categories(t), _fig_categories),
+    _t("figure10_judge_vs_f1_gap", "figure", lambda s, t, c: A.judge_gap_correlation(s)[1], _fig_judge),
+]}
+
+
+def dataset_table(datasets: dict[str, dict[str, str]]) -> pd.DataFrame:
+    """``datasets``: name -> {questions, shards, corpus} paths (final shard files)."""
+    rows = []
+    for name, paths in datasets.items():
+        qs = read_records(paths["questions"], Question)
+        sets = {s.qid: s for s in read_records(paths["shards"], ShardSet)}
+        used = [sets[q.qid] for q in qs if q.qid in sets and sets[q.qid].passed]
+        hops = pd.Series([q.hops for q in qs]).value_counts().sort_index()
+        rows.append({
+            "dataset": name,
+            "corpus_passages": sum(1 for _ in iter_lines(paths["corpus"])),
+            "questions": len(qs),
+            "in_grid": len(used),
+            "llm_shards": sum(s.method == "llm" for s in used),
+            "decomposition_shards": sum(s.method == "decomposition" for s in used),
+            "edited_in_review": sum(s.review_status == "edited" for s in used),
+            "failed_checks": sum(1 for q in qs if q.qid in sets and not sets[q.qid].passed
+                                 and sets[q.qid].review_status != "rejected"),
+            "rejected_in_review": sum(1 for s in sets.values() if s.review_status == "rejected"),
+            "hops": ", ".join(f"{h}-hop: {n}" for h, n in hops.items()),
+            "shards_per_question": float(np.mean([len(s.shards) for s in used])) if used else np.nan,
+            "supporting_per_question": float(np.mean([len(q.supporting_doc_ids) for q in qs])) if qs else np.nan,
+        })
+    return pd.DataFrame(rows)

@@ -1,0 +1,77 @@
+"""What lic_rag's rule file (workflow/rules/studies/lic_rag.smk) asks of the config: inputs,
+outputs and arguments of its rules, as plain functions of the validated config (so they run
+and are tested without Snakemake, and the rule file holds no functions of its own)."""
+
+from __future__ import annotations
+
+from convrag.config import is_closed_book, retriever_kind, retriever_llm
+from convrag.layout import Layout
+from convrag.retrieval import capabilities
+from convrag.studies.lic_rag import paths
+from convrag.studies.lic_rag.plan import cells, job_settings, role_model
+
+
+def retrievers_by_class(config: dict) -> dict[str, list[str]]:
+    """The grid's retrievers by scheduling class: ``closed``, ``explorer`` (ToG-2, PoG: several
+    LLM rounds per query; their simulate jobs are the longest, so they start first),
+    ``query_llm`` (one LLM round per query), ``cheap`` (the rest)."""
+    out: dict[str, list[str]] = {"closed": [], "explorer": [], "query_llm": [], "cheap": []}
+    for r in config["lic_rag"]["retrievers"]:
+        if is_closed_book(config, r):
+            out["closed"].append(r)
+        else:
+            out[capabilities(retriever_kind(config, r)).cost_class].append(r)
+    return out
+
+
+def cell_outputs(config: dict, L: Layout, closed: bool) -> list[str]:
+    return [paths.conversations(L, "{dataset}", "{model}", "{retriever}", c, p, "{chunk}")
+            for c, p in cells(config["lic_rag"], closed)]
+
+
+def corpus_source(config: dict, dataset: str) -> str:
+    """The source of a dataset's shard prompt pairs: miniworld or the hipporag format."""
+    c = config["corpora"][config["datasets"][dataset]["corpus"]]
+    return c["kind"] if c["kind"] == "miniworld" else c["format"]
+
+
+def review_file(config: dict, dataset: str) -> str | None:
+    return config["lic_rag"]["sharding"]["reviews"].get(dataset)
+
+
+def role_models(config: dict) -> dict[str, str]:
+    lic = config["lic_rag"]
+    return {role: role_model(lic, role) for role in ("user_simulator", "classifier", "judge")}
+
+
+def simulate_inputs(config: dict, L: Layout, prompts_dir: str, dataset: str, retriever: str) -> dict[str, str]:
+    corpus = config["datasets"][dataset]["corpus"]
+    return dict(
+        questions=L.questions(dataset),
+        shards=paths.shards(L, dataset, "final.jsonl"),
+        corpus=L.corpus(corpus),
+        index=L.index_manifest(corpus, retriever),
+        prompts=f"{prompts_dir}/lic_rag/assistant.yaml",
+        classifier_prompts=f"{prompts_dir}/lic_rag/classifier.yaml",
+        judge_prompts=f"{prompts_dir}/lic_rag/judge.yaml",
+    )
+
+
+def simulate_settings(config: dict) -> dict:
+    return job_settings(config["lic_rag"])
+
+
+def cells_arg(config: dict, retriever: str) -> str:
+    return ",".join(f"{c}:{p}" for c, p in cells(config["lic_rag"], is_closed_book(config, retriever)))
+
+
+def simulate_models(config: dict, model: str, retriever: str) -> list[str]:
+    """Every model a simulate job runs (GPU env and resources follow the heaviest)."""
+    return [model, *role_models(config).values()] + [m for m in [retriever_llm(config, retriever)] if m]
+
+
+def conversation_files(config: dict, L: Layout) -> list[str]:
+    from convrag.studies.lic_rag.plan import simulate_cells
+
+    return [paths.conversations(L, j["dataset"], j["model"], j["retriever"], j["condition"], j["policy"], j["chunk"])
+            for j in simulate_cells(config)]
