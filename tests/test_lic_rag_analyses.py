@@ -178,3 +178,57 @@ def test_retrieval_cost_per_retrieval_and_per_conversation():
     assert t.loc["pog", "tokens_per_conversation"] == pytest.approx((1100 + 550) / 2)
     assert t.loc["tog2", "llm_calls_per_conversation"] == pytest.approx(8.0) and t.loc["pog", "parse_failures"] == 1
     assert L.retrieval_cost(turns, []).empty
+
+
+def _two_retrievers(vals_bm25: dict, vals_closed: dict) -> pd.DataFrame:
+    return pd.concat([_scores(vals_bm25, retriever="bm25"), _scores(vals_closed, retriever="closed_book")],
+                     ignore_index=True)
+
+
+def test_recovery_per_policy_pools_models_figures_5_and_6():
+    v = {("q1", "FULL", "none"): [0.8], ("q1", "SHARDED", "current"): [0.4], ("q1", "RECAP", "current"): [0.7],
+         ("q1", "SHARDED", "history"): [0.6], ("q1", "RECAP", "history"): [0.7], ("q1", "SNOWBALL", "history"): [0.8]}
+    s = pd.concat([_scores(v), _scores(v).assign(model="m2")], ignore_index=True)
+    f5 = L.recovery_for(s, BOOT, "current", ("RECAP",))
+    # CURRENT: (0.7 - 0.4) / (0.8 - 0.4) = 0.75 for both models
+    assert f5.to_dict("records")[0] == {"dataset": "d", "retriever": "bm25", "policy": "current",
+                                              "condition": "RECAP", "models": 2, "recovery": pytest.approx(0.75),
+                                              "ci_low": pytest.approx(0.75), "ci_high": pytest.approx(0.75)}
+    f6 = L.recovery_for(s, BOOT, "history", ("RECAP", "SNOWBALL")).set_index("condition")
+    # HISTORY: RECAP (0.7 - 0.6) / 0.2 = 0.5; SNOWBALL (0.8 - 0.6) / 0.2 = 1.0
+    assert f6.loc["RECAP", "recovery"] == pytest.approx(0.5) and f6.loc["SNOWBALL", "recovery"] == pytest.approx(1.0)
+
+
+def test_full_vs_sharded_of_pog_figure_7():
+    v = {("q1", "FULL", "none"): [1.0], ("q1", "SHARDED", "history"): [0.5], ("q1", "SHARDED", "current"): [0.25],
+         ("q2", "FULL", "none"): [0.5], ("q2", "SHARDED", "history"): [0.5], ("q2", "SHARDED", "current"): [0.0]}
+    s = pd.concat([_scores(v, retriever="pog"), _scores(v, retriever="bm25")], ignore_index=True)
+    f7 = L.full_vs_sharded_of(s, ["pog"], BOOT).set_index("policy")
+    assert set(f7.retriever) == {"pog"} and f7.loc["history", "models"] == 1
+    # FULL 0.75; SHARDED history 0.5, current 0.125; relative change (0.5 - 0.75) / 0.75
+    assert f7.loc["history", "f1_full"] == pytest.approx(0.75) and f7.loc["history", "f1_sharded"] == pytest.approx(0.5)
+    assert f7.loc["current", "gap"] == pytest.approx(0.625)
+    assert f7.loc["history", "rel_change"] == pytest.approx(-1 / 3)
+    assert L.full_vs_sharded_of(s, [], BOOT).empty
+
+
+def test_ceiling_and_floor_with_and_without_retrieval_figure_8():
+    runs = [0.6, 1.0, 0.2, 0.8, 0.4]  # P90 0.92, P10 0.28
+    s = _two_retrievers({("q1", "FULL", "none"): [1.0] * 5, ("q1", "SHARDED", "history"): runs},
+                        {("q1", "FULL", "none"): runs, ("q1", "SHARDED", "none"): [0.0] * 5})
+    f8 = L.ceiling_and_floor(s, BOOT, {}, ["closed_book"]).set_index(["retrieval", "condition"])
+    assert f8.loc[("with retrieval", "FULL"), "ceiling"] == pytest.approx(1.0)
+    assert f8.loc[("with retrieval", "SHARDED"), "ceiling"] == pytest.approx(0.92)
+    assert f8.loc[("with retrieval", "SHARDED"), "floor"] == pytest.approx(0.28)
+    assert f8.loc[("closed book", "FULL"), "floor"] == pytest.approx(0.28)
+    assert f8.loc[("closed book", "SHARDED"), "ceiling"] == 0.0
+
+
+def test_coverage_decline_by_model_figure_9():
+    vals = {("q1", "FULL", "none"): [1.0], ("q1", "SHARDED", "history"): [0.25]}
+    cov = {("q1", "FULL", "none", 0): 1.0, ("q1", "SHARDED", "history", 0): 1.0}
+    s = _scores(vals, {k: {"final_cum_recall": v} for k, v in cov.items()})
+    s = pd.concat([s, s.assign(model="m2", final_f1=s.final_f1.where(s.condition == "FULL", 1.0))], ignore_index=True)
+    f9 = L.coverage_decline_by_model(s, BOOT).set_index("model")
+    assert f9.loc["m", "gap_covered"] == pytest.approx(0.75) and f9.loc["m2", "gap_covered"] == pytest.approx(0.0)
+    assert f9.loc["m", "covered_pairs"] == 1

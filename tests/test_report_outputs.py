@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from convrag.report.figures import delivery_conditions_figure, save_figure
+from convrag.report.figures import grouped_bars, save_figure
 from convrag.report.tables import write_table
 
 
@@ -47,24 +47,25 @@ def _check_image_files(png, pdf):
     assert png.stat().st_size > 5000 and pdf.stat().st_size > 2000
 
 
-def test_delivery_conditions_figure(tmp_path):
-    png, pdf = delivery_conditions_figure(_delivery_df(), tmp_path / "fig" / "delivery")
+def test_grouped_bars_with_cis_panels_and_hue_order(tmp_path):
+    png, pdf = grouped_bars(_delivery_df(), tmp_path / "fig" / "delivery", x="retriever", hue="condition", y="mean_f1",
+                            lo="ci_low", hi="ci_high", panel="dataset", ylim=(0, 1), hue_order=("FULL", "SHARDED"))
     assert (png.name, pdf.name) == ("delivery.png", "delivery.pdf")
     _check_image_files(png, pdf)
 
 
-def test_delivery_figure_single_panel_and_missing_cells(tmp_path):
+def test_grouped_bars_single_panel_missing_cells_and_repeated_rows(tmp_path):
     df = _delivery_df(datasets=("all",)).drop(columns="dataset").iloc[1:]  # one cell missing
-    png, pdf = delivery_conditions_figure(df, tmp_path / "one")
+    df = pd.concat([df, df.iloc[:2]])  # two cells with two rows each: drawn as their mean
+    png, pdf = grouped_bars(df, tmp_path / "one", x="retriever", hue="condition", y="mean_f1")
     _check_image_files(png, pdf)
 
 
-def test_delivery_figure_validation(tmp_path):
+def test_grouped_bars_validation(tmp_path):
     with pytest.raises(ValueError, match="missing columns"):
-        delivery_conditions_figure(pd.DataFrame({"retriever": ["bm25"]}), tmp_path / "x")
-    df = _delivery_df()
-    with pytest.raises(ValueError, match="duplicate"):
-        delivery_conditions_figure(pd.concat([df, df.iloc[:1]]), tmp_path / "x")
+        grouped_bars(pd.DataFrame({"retriever": ["bm25"]}), tmp_path / "x", x="retriever", hue="condition", y="f1")
+    with pytest.raises(ValueError, match="empty"):
+        grouped_bars(_delivery_df().iloc[:0], tmp_path / "x", x="retriever", hue="condition", y="mean_f1")
 
 
 def test_save_figure_deterministic_pdf(tmp_path):

@@ -127,3 +127,21 @@ def test_target_cli_finds_a_plugin_through_the_environment(tmp_path):
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert pd.read_csv(tmp_path / "t.csv").letters.tolist() == [2]
+
+
+def test_lic_rag_tables_11_and_12_describe_the_paper_grid():
+    from convrag.config import load_config
+    from convrag.studies.lic_rag.wiring import model_rows, retrieval_system_rows
+
+    cfg = load_config(REPO_ROOT / "config" / "studies" / "lic_rag.yaml")
+    models = {r["model"]: r for r in model_rows(cfg)}
+    assert len([m for m, r in models.items() if "assistant" in r["roles"]]) == 10
+    # the paper's named models are in the grid; GPT-4o-mini shards, simulates users, classifies and judges
+    assert {"llama-3.1-8b-instruct", "qwen3-8b", "qwen3-14b", "gemma-4-31b-it", "qwen3.6-27b", "luna-5.6"} <= set(models)
+    assert models["gpt-4o-mini"]["roles"] == "assistant, sharding, user_simulator, classifier, judge"
+    assert models["gpt-4o-mini"]["access"] == "API" and models["qwen3-8b"]["access"] == "open weights"
+    assert models["qwen3-8b"]["weights"] == "Qwen/Qwen3-8B"
+    rets = {r["retriever"]: r for r in retrieval_system_rows(cfg)}
+    assert rets["dense"]["params"].find("BAAI/bge-large-en-v1.5") > 0
+    assert rets["pog"]["cost_class"] == "explorer" and rets["pog"]["llm"] == "gpt-4o-mini"
+    assert rets["closed_book"]["closed_book"] and rets["raptor"]["llm_at_build"]

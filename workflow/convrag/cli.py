@@ -194,16 +194,26 @@ def cmd_target(a):
 
 
 def cmd_estimate(a):
-    from convrag.estimate import Throughput, format_report, run_estimate
+    from pathlib import Path
 
+    from convrag.config import REPO_ROOT, load_config
+    from convrag.cost import Throughput, format_report, summarize
+    from convrag.llm.registry import load_registry
+    from convrag.studies import active_studies
+
+    config = load_config(a.config)
+    if not Path(a.measured).is_dir():
+        raise ConfigError(f"--measured {a.measured}: no such folder (the results folder of a measured run)")
+    measured = {"results": a.measured, "passage_tokens": a.passage_tokens,
+                "config": load_config(a.measured_config or REPO_ROOT / "config" / "config.yaml")}
     tp = Throughput(**{k: v for k, v in (("prefill_mfu", a.prefill_mfu), ("decode_mfu", a.decode_mfu),
                                          ("load_fixed_s", a.load_seconds), ("load_gb_per_s", a.load_gb_per_s))
                        if v is not None})
-    est = run_estimate(a.config, a.accounting_glob, a.shard_accounting_glob, tp,
-                       job_minutes=a.job_minutes, passage_tokens=a.passage_tokens,
-                       graph_globs=a.graph_accounting_glob, index_manifest_globs=a.index_manifest_glob,
-                       **({"measured_config": a.measured_config} if a.measured_config else {}))
-    text = json.dumps(est, indent=2) if a.json else format_report(est)
+    work = {s.key: s.estimate(config, measured, tp) for s in active_studies(config)}
+    reg = Path(config["models_registry"])
+    summary = summarize(work, load_registry(reg if reg.is_absolute() else REPO_ROOT / reg), tp, a.job_minutes)
+    summary["notes"] += [f"{k}: no sizing (its Study.estimate gives no work)" for k, w in work.items() if not w]
+    text = json.dumps(summary, indent=2) if a.json else format_report(summary)
     if a.out:
         from convrag.io import atomic_open
 
@@ -301,25 +311,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--context", type=json_arg, default={}, help="JSON settings of the study's targets")
     s.add_argument("--out-stem", required=True)
 
-    s = add("estimate", cmd_estimate, "size a lic_rag grid (conversations, LLM calls, tokens, GPU-hours, SLURM "
-            "layout) for any config from a finished run's accounting (see docs/scaling.md)")
+    s = add("estimate", cmd_estimate, "size every active study of a config (LLM calls, tokens, GPU-hours, SLURM "
+            "layout) from a measured run's accounting (see docs/scaling.md)")
     s.add_argument("--config", required=True, help="the config to size, e.g. config/studies/lic_rag.yaml")
-    s.add_argument("--accounting-glob", action="append", default=None, metavar="GLOB",
-                   help="simulate accounting files of the measured run (repeatable; default "
-                        "results/lic_rag/conversations/**/chunk*.accounting.json)")
-    s.add_argument("--shard-accounting-glob", action="append", default=None, metavar="GLOB",
-                   help="shard accounting files (repeatable; default results/lic_rag/shards/*/accounting.json)")
-    for flag, what in (("--graph-accounting-glob", "knowledge-graph builds (results/graphs/*/accounting.json)"),
-                       ("--index-manifest-glob", "index manifests with LLM build cost (results/indexes/*/*/manifest.json)")):
-        s.add_argument(flag, action="append", default=None, metavar="GLOB", help=f"accounting of the measured {what}")
-    s.add_argument("--measured-config", default=None, help="the config of the measured run (default config/config.yaml)")
+    s.add_argument("--measured", default="results", help="the results folder of the measured run (default results)")
+    s.add_argument("--measured-config", default=None,
+                   help="the config of the measured run (default: the repository's config/config.yaml)")
     s.add_argument("--passage-tokens", type=float, default=None,
                    help="mean tokens per retrieved passage in the target corpora (default: as measured)")
     s.add_argument("--prefill-mfu", type=float, default=None, help="prefill efficiency (default 0.40)")
     s.add_argument("--decode-mfu", type=float, default=None, help="decode efficiency (default 0.15)")
     s.add_argument("--load-seconds", type=float, default=None, help="fixed model start-up per job (default 90)")
     s.add_argument("--load-gb-per-s", type=float, default=None, help="weight loading speed (default 1.0)")
-    s.add_argument("--job-minutes", type=float, default=240.0, help="SLURM time limit of a simulate job (default 240)")
+    s.add_argument("--job-minutes", type=float, default=240.0, help="SLURM time limit of a job (default 240)")
     s.add_argument("--json", action="store_true", help="print the full estimate as JSON")
     s.add_argument("--out", default=None, help="write to this file instead of stdout")
 

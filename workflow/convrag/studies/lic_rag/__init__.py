@@ -59,11 +59,15 @@ class LicRag(Study):
         from convrag.config import is_closed_book, retriever_kind
         from convrag.retrieval import capabilities
 
+        from convrag.studies.lic_rag.wiring import model_rows, retrieval_system_rows
+
         lic = config["lic_rag"]
         rets = lic["retrievers"]
         return {"boot": lic["bootstrap"], "analysis": lic["analysis"], "datasets": lic["datasets"],
                 "closed_retrievers": [r for r in rets if is_closed_book(config, r)],
-                "explorers": [r for r in rets if capabilities(retriever_kind(config, r)).cost_class == "explorer"]}
+                "explorers": [r for r in rets if capabilities(retriever_kind(config, r)).cost_class == "explorer"],
+                "pog": [r for r in rets if retriever_kind(config, r) == "pog"],
+                "retrieval_systems": retrieval_system_rows(config), "models": model_rows(config)}
 
     def outputs(self, config, layout):
         # Conversations are targets too: deleting one makes Snakemake redo that job (from the

@@ -352,3 +352,64 @@ def retrieval_cost(turns: pd.DataFrame, retrievers: list[str]) -> pd.DataFrame:
     return out.reset_index()
 
 
+
+
+# ---- the paper's figures 5-9 ------------------------------------------------------------------
+
+def recovery_for(scores: pd.DataFrame, boot: dict, policy: str, conditions: tuple[str, ...]) -> pd.DataFrame:
+    """Recovery per retriever under one policy, one row per (dataset, retriever, condition),
+    averaged over models (the paper's Figures 5 and 6 pool the LLMs)."""
+    rec = recovery(scores, boot)
+    if rec.empty:
+        return rec
+    rec = rec[rec.policy == policy]
+    rows = []
+    for cond in conditions:
+        col = f"{cond.lower()}_recovery"
+        if col not in rec:
+            continue
+        g = rec.dropna(subset=[col]).groupby(["dataset", "retriever"], sort=True)
+        for (ds, ret), x in g:
+            rows.append({"dataset": ds, "retriever": ret, "policy": policy, "condition": cond, "models": len(x),
+                         "recovery": x[col].mean(), "ci_low": x[f"{cond.lower()}_ci_low"].mean(),
+                         "ci_high": x[f"{cond.lower()}_ci_high"].mean()})
+    return pd.DataFrame(rows)
+
+
+def full_vs_sharded_of(scores: pd.DataFrame, retrievers: list[str], boot: dict) -> pd.DataFrame:
+    """FULL and SHARDED F1 per dataset, retriever and policy for some retrievers (the paper's
+    Figure 7: PoG), pooled over models: the rows of Table 2, averaged."""
+    t2 = table2(scores[scores.retriever.isin(retrievers)], boot["n_resamples"], boot["seed"])
+    if t2.empty:
+        return t2
+    g = t2.groupby(["dataset", "retriever", "policy"], sort=True).agg(
+        models=("model", "size"), f1_full=("f1_full", "mean"), f1_sharded=("f1_sharded", "mean"),
+        gap=("gap", "mean")).reset_index()
+    g["rel_change"] = (g.f1_sharded - g.f1_full) / g.f1_full.where(g.f1_full > 0)
+    return g
+
+
+def ceiling_and_floor(scores: pd.DataFrame, boot: dict, analysis: dict, closed_retrievers: list[str]) -> pd.DataFrame:
+    """The paper's Figure 8: aptitude (the ceiling, P90 of F1 over runs) and the floor (P10),
+    FULL against SHARDED, with retrieval (every open retriever) and without (closed book),
+    averaged over the cells of each group; floor = aptitude - unreliability per question."""
+    au = aptitude_unreliability(scores[scores.condition.isin(["FULL", "SHARDED"])], boot, analysis)
+    if au.empty:
+        return au
+    au = au.assign(floor=au.aptitude - au.unreliability,
+                   retrieval=np.where(au.retriever.isin(closed_retrievers), "closed book", "with retrieval"))
+    return (au.groupby(["dataset", "retrieval", "condition"], sort=True)
+            .agg(cells=("model", "size"), ceiling=("aptitude", "mean"), floor=("floor", "mean"),
+                 unreliability=("unreliability", "mean")).reset_index())
+
+
+def coverage_decline_by_model(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
+    """The paper's Figure 9: per LLM, the FULL-SHARDED decline on the complete-coverage pairs,
+    averaged over datasets and retrievers (cells without covered pairs left out)."""
+    cc = complete_coverage(scores, boot)
+    if cc.empty or "gap_covered" not in cc:
+        return pd.DataFrame()
+    cc = cc.dropna(subset=["gap_covered"])
+    return (cc.groupby(["model", "policy"], sort=True)
+            .agg(cells=("retriever", "size"), covered_pairs=("covered_pairs", "sum"),
+                 gap_covered=("gap_covered", "mean"), gap_all=("gap_all", "mean")).reset_index())

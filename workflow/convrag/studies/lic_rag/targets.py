@@ -16,7 +16,7 @@ from convrag.io import iter_lines
 from convrag.records import Question, ShardSet, read_records
 from convrag.studies.base import Target
 from convrag.studies.lic_rag import analyses as A
-from convrag.studies.lic_rag.plan import CATEGORIES, MULTI_TURN
+from convrag.studies.lic_rag.plan import CATEGORIES, CONDITIONS, MULTI_TURN
 
 
 def _scored(fn):
@@ -33,7 +33,8 @@ def _boot(ctx: dict) -> tuple[int, int]:
 def _fig_delivery(df, stem):
     from convrag.report import figures
 
-    figures.delivery_conditions_figure(df, stem)
+    figures.grouped_bars(df, stem, x="retriever", hue="condition", y="mean_f1", lo="ci_low", hi="ci_high",
+                         panel="dataset", ylabel="mean F1 (95% CI)", ylim=(0, 1), hue_order=CONDITIONS)
 
 
 def _fig_recall(df, stem):
@@ -87,6 +88,47 @@ def _fig_judge(df, stem):
 
 
 
+def _fig_recovery_policy(df, stem):
+    from convrag.report import figures
+
+    figures.grouped_bars(df, stem, x="retriever", hue="condition", y="recovery", lo="ci_low", hi="ci_high",
+                         panel="dataset", ylabel="share of the FULL-SHARDED gap recovered")
+
+
+def _fig_full_vs_sharded(df, stem):
+    from convrag.report import figures
+
+    d = df.assign(label=df.retriever + "/" + df.policy)
+    figures.grouped_bars(d.melt(id_vars=["dataset", "label"], value_vars=["f1_full", "f1_sharded"],
+                                var_name="condition", value_name="f1"),
+                         stem, x="label", hue="condition", y="f1", panel="dataset", ylabel="mean F1", ylim=(0, 1))
+
+
+def _fig_ceiling_floor(df, stem):
+    from convrag.report import figures
+
+    d = df.assign(label=df.retrieval + "/" + df.condition)
+    figures.grouped_bars(d.melt(id_vars=["dataset", "label"], value_vars=["ceiling", "floor"], var_name="measure",
+                                value_name="f1"),
+                         stem, x="label", hue="measure", y="f1", panel="dataset",
+                         ylabel="F1 over runs (ceiling P90, floor P10)", ylim=(0, 1))
+
+
+def _fig_coverage_by_model(df, stem):
+    from convrag.report import figures
+
+    figures.grouped_bars(df, stem, x="model", hue="policy", y="gap_covered",
+                         ylabel="FULL - SHARDED F1 under complete coverage")
+
+
+def _retrieval_systems(inputs: dict, ctx: dict) -> pd.DataFrame:
+    return pd.DataFrame(ctx["retrieval_systems"])
+
+
+def _models(inputs: dict, ctx: dict) -> pd.DataFrame:
+    return pd.DataFrame(ctx["models"])
+
+
 def _datasets(inputs: dict, ctx: dict) -> pd.DataFrame:
     return dataset_table({d: {"questions": q, "shards": s, "corpus": c} for d, q, s, c in
                           zip(ctx["datasets"], inputs["questions"], inputs["shards"], inputs["corpora"])})
@@ -117,6 +159,18 @@ TARGETS = {t.name: t for t in [
     _t("recovery_bars", "figure", lambda s, t, c: A.recovery(s, c["boot"]), _fig_recovery),
     _t("aptitude_vs_unreliability", "figure", lambda s, t, c: A.aptitude_unreliability(s, c["boot"], c["analysis"]),
        _fig_reliability),
+    _t("figure5_recap_recovery_current", "figure", lambda s, t, c: A.recovery_for(s, c["boot"], "current", ("RECAP",)),
+       _fig_recovery_policy),
+    _t("figure6_recovery_history", "figure",
+       lambda s, t, c: A.recovery_for(s, c["boot"], "history", ("RECAP", "SNOWBALL")), _fig_recovery_policy),
+    _t("figure7_pog_full_vs_sharded", "figure", lambda s, t, c: A.full_vs_sharded_of(s, c["pog"], c["boot"]),
+       _fig_full_vs_sharded),
+    _t("figure8_ceiling_and_floor", "figure",
+       lambda s, t, c: A.ceiling_and_floor(s, c["boot"], c["analysis"], c["closed_retrievers"]), _fig_ceiling_floor),
+    _t("figure9_coverage_decline_by_llm", "figure", lambda s, t, c: A.coverage_decline_by_model(s, c["boot"]),
+       _fig_coverage_by_model),
+    Target("table11_retrieval_systems", "table", _retrieval_systems),
+    Target("table12_models", "table", _models),
     _t("response_category_shares", "figure", lambda s, t, c: A.response_categories(t), _fig_categories),
     _t("figure10_judge_vs_f1_gap", "figure", lambda s, t, c: A.judge_gap_correlation(s)[1], _fig_judge),
 ]}

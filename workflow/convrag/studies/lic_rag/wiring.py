@@ -4,6 +4,8 @@ and are tested without Snakemake, and the rule file holds no functions of its ow
 
 from __future__ import annotations
 
+import json
+
 from convrag.config import is_closed_book, retriever_kind, retriever_llm
 from convrag.layout import Layout
 from convrag.retrieval import capabilities
@@ -75,3 +77,44 @@ def conversation_files(config: dict, L: Layout) -> list[str]:
 
     return [paths.conversations(L, j["dataset"], j["model"], j["retriever"], j["condition"], j["policy"], j["chunk"])
             for j in simulate_cells(config)]
+
+
+def retrieval_system_rows(config: dict) -> list[dict]:
+    """The paper's Table 11 for this grid: each retrieval setting, its kind, what it needs and
+    costs (the kind's declared capabilities), its query-time LLM and its params."""
+    rows = []
+    for r in config["lic_rag"]["retrievers"]:
+        kind = retriever_kind(config, r)
+        caps = capabilities(kind)
+        rows.append({"retriever": r, "kind": kind, "closed_book": caps.closed_book, "knowledge_graph": caps.needs_graph,
+                     "llm_at_build": caps.llm_at_build, "llm_at_query": caps.llm_at_query,
+                     "cost_class": caps.cost_class, "llm": retriever_llm(config, r) or "",
+                     "params": json.dumps(config["retrievers"][r]["params"], sort_keys=True)})
+    return rows
+
+
+def model_rows(config: dict) -> list[dict]:
+    """The paper's Table 12 for this grid: each model of a role, with what is run (weights or
+    API model and revision), its size and its access (open weights or API)."""
+    from pathlib import Path
+
+    from convrag.config import REPO_ROOT
+    from convrag.llm.registry import load_registry
+
+    path = Path(config["models_registry"])
+    registry = load_registry(path if path.is_absolute() else REPO_ROOT / path)
+    lic = config["lic_rag"]
+    roles: dict[str, list[str]] = {}
+    for m in lic["models"]:
+        roles.setdefault(m, []).append("assistant")
+    for role, m in [("sharding", lic["sharding"]["model"]), *role_models(config).items()]:
+        roles.setdefault(m, []).append(role)
+    rows = []
+    for m, rs in roles.items():
+        spec = registry[m]
+        rows.append({"model": m, "roles": ", ".join(rs), "backend": spec.backend,
+                     "access": "API" if spec.backend == "openai" else "open weights",
+                     "weights": spec.api_model or (spec.weights or {}).get("hf_repo")
+                     or "/".join(str(v) for v in (spec.weights or {}).values()),
+                     "revision": spec.resolved_revision() or "", "params_b": spec.params_b})
+    return rows
