@@ -232,3 +232,27 @@ def test_coverage_decline_by_model_figure_9():
     f9 = L.coverage_decline_by_model(s, BOOT).set_index("model")
     assert f9.loc["m", "gap_covered"] == pytest.approx(0.75) and f9.loc["m2", "gap_covered"] == pytest.approx(0.0)
     assert f9.loc["m", "covered_pairs"] == 1
+
+
+def test_table9_pools_cells_per_dataset_on_best_f1():
+    # two retrievers x two questions x one run; BEST F1 differs from final F1
+    rows = []
+    for ret, q, cond, best, final, cov in [
+        ("bm25", "q1", "FULL", 1.0, 1.0, 1.0), ("bm25", "q1", "SHARDED", 0.5, 0.0, 1.0),   # covered: gap 0.5
+        ("bm25", "q2", "FULL", 1.0, 1.0, 0.5), ("bm25", "q2", "SHARDED", 0.0, 0.0, 1.0),   # FULL missed a passage
+        ("dense", "q1", "FULL", 0.8, 0.8, 1.0), ("dense", "q1", "SHARDED", 0.8, 0.2, 1.0),  # covered: gap 0
+        ("dense", "q2", "FULL", 1.0, 1.0, 1.0), ("dense", "q2", "SHARDED", 0.25, 0.25, 1.0),  # covered: gap 0.75
+    ]:
+        rows.append(dict(dataset="d", model="m", retriever=ret, condition=cond,
+                         policy="none" if cond == "FULL" else "history", qid=q, run=0, best_f1=best,
+                         final_f1=final, final_cum_recall=cov))
+    t9 = L.complete_coverage_by_dataset(pd.DataFrame(rows), BOOT).set_index("dataset")
+    r = t9.loc["d"]
+    assert r.pairs == 4 and r.covered_pairs == 3 and r.covered_share == pytest.approx(0.75) and r.questions == 2
+    # BEST F1 on the covered pairs: FULL (1 + 0.8 + 1) / 3, SHARDED (0.5 + 0.8 + 0.25) / 3; gap (0.5 + 0 + 0.75) / 3
+    assert r.f1_full == pytest.approx(2.8 / 3) and r.f1_sharded == pytest.approx(1.55 / 3)
+    assert r.gap == pytest.approx(1.25 / 3) and r.metric == "best_f1"
+    # resampling questions: q1 contributes gaps {0.5, 0}, q2 {0.75}; every resample's gap lies in [0.25, 0.75]
+    assert 0.25 - 1e-9 <= r.ci_low <= r.gap <= r.ci_high <= 0.75 + 1e-9 and bool(r.significant)
+    assert t9.loc["all", "covered_pairs"] == 3  # one dataset: "all" equals it
+    assert L.complete_coverage_by_dataset(pd.DataFrame(rows).drop(columns="final_cum_recall"), BOOT).empty

@@ -218,6 +218,44 @@ def complete_coverage(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def complete_coverage_by_dataset(scores: pd.DataFrame, boot: dict, metric: str = "best_f1") -> pd.DataFrame:
+    """The paper's Table 9: per dataset and policy (and over all datasets), the (question, run)
+    pairs of every (model, retriever) cell where FULL and SHARDED both retrieved every supporting
+    passage, and FULL against SHARDED on them in ``metric`` (BEST F1: the best turn of the
+    conversation). Pairs of one question are not independent (several models, retrievers and
+    runs), so the interval resamples questions (paired cluster bootstrap, 95%)."""
+    from convrag.stats.bootstrap import paired_cluster_bootstrap
+
+    if "final_cum_recall" not in scores:
+        return pd.DataFrame()
+    scores = scores.dropna(subset=["final_cum_recall"])  # closed book retrieves nothing: no coverage to speak of
+    if scores.empty:
+        return pd.DataFrame()
+    key = ["dataset", "model", "retriever", "qid", "run"]
+    full = scores[scores.condition == "FULL"].set_index(key)
+    rows = []
+    for policy, sh in scores[scores.condition == "SHARDED"].groupby("policy", sort=True):
+        sh = sh.set_index(key)
+        pairs = full.index.intersection(sh.index)
+        f, s = full.loc[pairs], sh.loc[pairs]
+        covered = (f.final_cum_recall == 1.0).to_numpy() & (s.final_cum_recall == 1.0).to_numpy()
+        datasets = pairs.get_level_values("dataset")
+        for ds in [*sorted(set(datasets)), "all"]:
+            in_ds = np.ones(len(pairs), bool) if ds == "all" else (datasets == ds)
+            m = in_ds & covered
+            row = {"dataset": ds, "policy": policy, "metric": metric, "pairs": int(in_ds.sum()),
+                   "covered_pairs": int(m.sum()), "covered_share": float(m.sum() / in_ds.sum()) if in_ds.any() else np.nan}
+            if m.any():
+                qids = [f"{d}/{q}" for d, q in zip(datasets[m], pairs.get_level_values("qid")[m])]
+                res = paired_cluster_bootstrap(f[metric].to_numpy()[m], s[metric].to_numpy()[m], qids,
+                                               n_resamples=boot["n_resamples"], seed=boot["seed"])
+                row.update(questions=res["n_clusters"], f1_full=res["mean_a"], f1_sharded=res["mean_b"],
+                           gap=res["mean_diff"], ci_low=res["ci_low"], ci_high=res["ci_high"],
+                           significant=bool(res["ci_low"] > 0 or res["ci_high"] < 0))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 # ---- judge ----------------------------------------------------------------------------------
 
 def judge_accuracy(scores: pd.DataFrame) -> pd.DataFrame:

@@ -1,9 +1,8 @@
 """The named tables and figures of lic_rag (each caption in ``workflow/report/lic_rag/<name>.rst``).
 
-Targets the paper numbers carry its number (``table2_full_vs_sharded`` is the paper's
-Table 2, ``table8_aptitude_unreliability`` its Table 8, ``table9_complete_coverage`` its
-Table 9, ``figure10_judge_vs_f1_gap`` its Figure 10; ``../shared/reference/published/lic_rag.yaml``
-lists the numbering); the others keep descriptive names. Every analysis target reads only the
+Targets the paper numbers carry its number (Tables 2, 8, 9, 11, 12 and Figures 5 to 10;
+``../shared/reference/published/lic_rag.yaml`` lists the numbering; its Table 1 and Figure 1 are
+schematics); the others keep descriptive names. Every analysis target reads only the
 two score tables (``scores``, ``turns``); ``datasets`` reads the question, shard and corpus files.
 """
 
@@ -122,11 +121,15 @@ def _fig_coverage_by_model(df, stem):
 
 
 def _retrieval_systems(inputs: dict, ctx: dict) -> pd.DataFrame:
-    return pd.DataFrame(ctx["retrieval_systems"])
+    from convrag.studies.lic_rag.wiring import RETRIEVAL_SYSTEM_COLUMNS
+
+    return pd.DataFrame(ctx["retrieval_systems"], columns=RETRIEVAL_SYSTEM_COLUMNS)
 
 
 def _models(inputs: dict, ctx: dict) -> pd.DataFrame:
-    return pd.DataFrame(ctx["models"])
+    from convrag.studies.lic_rag.wiring import MODEL_COLUMNS
+
+    return pd.DataFrame(ctx["models"], columns=MODEL_COLUMNS)
 
 
 def _datasets(inputs: dict, ctx: dict) -> pd.DataFrame:
@@ -144,7 +147,8 @@ TARGETS = {t.name: t for t in [
     _t("decomposition", "table", lambda s, t, c: A.decomposition(s, c["boot"])),
     _t("recovery", "table", lambda s, t, c: A.recovery(s, c["boot"])),
     _t("table8_aptitude_unreliability", "table", lambda s, t, c: A.aptitude_unreliability(s, c["boot"], c["analysis"])),
-    _t("table9_complete_coverage", "table", lambda s, t, c: A.complete_coverage(s, c["boot"])),
+    _t("table9_complete_coverage", "table", lambda s, t, c: A.complete_coverage_by_dataset(s, c["boot"])),
+    _t("complete_coverage_cells", "table", lambda s, t, c: A.complete_coverage(s, c["boot"])),
     _t("judge_accuracy", "table", lambda s, t, c: A.judge_accuracy(s)),
     _t("judge_gap_correlation", "table", lambda s, t, c: A.judge_gap_correlation(s)[0]),
     _t("response_categories", "table", lambda s, t, c: A.response_categories(t)),

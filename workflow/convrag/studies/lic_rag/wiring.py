@@ -79,6 +79,11 @@ def conversation_files(config: dict, L: Layout) -> list[str]:
             for j in simulate_cells(config)]
 
 
+RETRIEVAL_SYSTEM_COLUMNS = ["retriever", "kind", "closed_book", "knowledge_graph", "llm_at_build", "llm_at_query",
+                            "cost_class", "llm", "params"]
+MODEL_COLUMNS = ["model", "roles", "backend", "access", "weights", "revision", "params_b"]
+
+
 def retrieval_system_rows(config: dict) -> list[dict]:
     """The paper's Table 11 for this grid: each retrieval setting, its kind, what it needs and
     costs (the kind's declared capabilities), its query-time LLM and its params."""
