@@ -3,7 +3,7 @@ model (cost.py), from hand-made accounting files. No model runs; every number is
 
 Measured run (results in a tmp dir, files placed with Layout and lic_rag.paths): the default
 config cut to retrievers closed_book, bm25, hipporag; conditions FULL, SHARDED, RECAP; policy
-history; top_k 2; one dataset (miniworld, 3 questions, one chunk): three simulate jobs. Per job
+history; top_k 2; one dataset (miniworld, 2 questions, 1 run, one chunk): three simulate jobs. Per job
 and cell (conversations; role requests / prompt / completion tokens):
 
   closed_book  FULL_none 2: assistant 2 / 400 / 40       SHARDED_none 2: assistant 6 / 1800 / 120,
@@ -15,7 +15,7 @@ and cell (conversations; role requests / prompt / completion tokens):
 Every job: classifier 16 / 1600 / 32 (16 labelled turns: 2 + 6 + 2 assistant requests plus the 6
 of RECAP's SHARDED twin, whose turns its file repeats), judge 3 / 300 / 3 (6 conversations).
 Everything is distinct (unique_requests = requests) except bm25's assistant: 10 requests, 8
-distinct (cold share 0.8). Shards: 6 / 3000 / 300 for 3 questions; knowledge graph: 10 / 5000 /
+distinct (cold share 0.8). Shards: 4 / 2000 / 200 for 2 questions; knowledge graph: 10 / 5000 /
 1000 for 10 passages.
 
 Pooled per conversation: FULL closed 1 / 200 / 20, SHARDED closed 3 / 900 / 60 (+ user 2 / 200 /
@@ -84,8 +84,9 @@ def _cell(conv, assistant, user=None):
 
 def _measured_config() -> dict:
     cfg = copy.deepcopy(yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text()))
+    cfg["datasets"]["miniworld"]["n_questions"] = 2  # x 1 run: 2 conversations per cell
     cfg["lic_rag"].update(retrievers=["closed_book", "bm25", "hipporag"], conditions=["FULL", "SHARDED", "RECAP"],
-                          policies=["history"], top_k=2)
+                          policies=["history"], top_k=2, runs=1)
     return cfg
 
 
@@ -116,8 +117,8 @@ def measured(tmp_path) -> dict:
         acc = {**extra, "user_simulator": _acc(4, 400, 40), **labels,
                "cells": {name: _cell(*c) for name, c in cells.items()}}
         _write(_job_file(res, retriever), acc)
-    _write(paths.shards(L, "miniworld", "accounting.json"), _acc(6, 3000, 300))
-    _write(L.questions("miniworld"), "".join(json.dumps({"qid": f"q{i}"}) + "\n" for i in range(3)))
+    _write(paths.shards(L, "miniworld", "accounting.json"), _acc(4, 2000, 200))
+    _write(L.questions("miniworld"), "".join(json.dumps({"qid": f"q{i}"}) + "\n" for i in range(2)))
     _write(L.graph_accounting("miniworld"), _acc(10, 5000, 1000))
     _write(L.graph_manifest("miniworld"), {"n_docs": 10})
     return {"results": str(res), "config": validate_config(_measured_config())}
@@ -185,7 +186,7 @@ def test_measure_pools_cells_and_units_and_reads_the_cache_cold(measured):
     # closed-book SHARDED runs with policy none and is keyed closed
     assert m.cells[("SHARDED", "none", "closed")]["assistant"].per_unit().prompt_tokens == pytest.approx(900)
     for pool, expected in ((m.classifier, (48, 1, 100, 2)), (m.judge, (18, 0.5, 50, 0.5)),
-                           (m.retriever["hipporag"], (10, 2, 200, 20)), (m.sharding, (3, 2, 1000, 100)),
+                           (m.retriever["hipporag"], (10, 2, 200, 20)), (m.sharding, (2, 2, 1000, 100)),
                            (m.graph, (10, 1, 500, 100))):
         t = pool.per_unit()
         assert (pool.units, t.requests, t.prompt_tokens, t.completion_tokens) == pytest.approx(expected)
@@ -193,6 +194,19 @@ def test_measure_pools_cells_and_units_and_reads_the_cache_cold(measured):
     # the kind's own assistant requests per conversation of a cell scale its retriever work
     assert m.turns[("hipporag", "SHARDED", "history")].per_unit().requests == pytest.approx(3)
     assert any("1 measured job(s) found answers in the LLM cache" in n for n in m.notes)
+
+
+def test_sizing_the_measured_config_gives_back_the_measured_totals(measured):
+    """Target = the measured config (top_k 2, passages as measured): the job files' sums per role,
+    backend calls = distinct requests (closed 10 + bm25 8 + hipporag 10)."""
+    work = estimate(measured["config"], measured)
+    assert _sum(work, role="assistant") == (30, 3_200 + 2 * 5_400, 3 * 180)
+    assert _total(work, role="assistant").calls == pytest.approx(28)
+    assert _sum(work, role="user_simulator") == (12, 1_200, 120)
+    assert _sum(work, role="classifier") == (48, 4_800, 96)
+    assert _sum(work, role="judge") == (9, 900, 9)
+    assert _sum(work, role="retriever") == (20, 2_000, 200)
+    assert _sum(work, role="sharding") == (4, 2_000, 200)
 
 
 def test_a_warm_cache_run_is_not_cheaper_than_a_cold_one(measured, tmp_path, registry_path):

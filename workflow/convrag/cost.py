@@ -115,10 +115,10 @@ def reply_delta(tok: Tokens, max_tokens: float, scenario: str) -> float:
 
 @dataclass
 class Work:
-    """What one planned job (``job``, of kind ``kind``: simulate, shard, ...) asks of one model
-    in one role, in one scenario. ``units``: what the study's chunking divides among jobs
-    (questions), 0 when the job is not chunked; ``series``: the jobs that share one list of
-    units (they differ only by chunk)."""
+    """What one planned job (``job``, of kind ``kind``: the stage it runs) asks of one model in
+    one role, in one scenario. ``units``: what the study's chunking divides among jobs (its
+    items), 0 when the job is not chunked; ``series``: the jobs that share one list of units
+    (they differ only by chunk)."""
 
     study: str
     kind: str

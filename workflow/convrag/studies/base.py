@@ -118,8 +118,9 @@ class Study:
         return []
 
     def estimate(self, config: dict, measured: dict, throughput) -> list:
-        """Sizing of the study's grid for ``config`` from a measured run (``convrag.cost``):
-        a list of ``cost.JobCost``. ``measured``: options of ``convrag estimate``."""
+        """Sizing of the study's grid for ``config`` from a measured run: a list of
+        ``convrag.cost.Work`` (a ``cost.WorkList`` may add notes and facts for the report).
+        ``measured``: ``results`` (folder), ``config`` (that run's), ``passage_tokens``."""
         return []
 
     # ---- command line ---------------------------------------------------------------------

@@ -54,7 +54,9 @@ class Pool:
 
 @dataclass
 class Measured:
-    top_k: int
+    """What a measured run gives, pooled over its jobs (see the module doc)."""
+
+    top_k: int  # passages the measured run showed per assistant call
     cells: dict = field(default_factory=dict)  # (condition, policy, open|closed) -> {role: Pool}
     retriever: dict = field(default_factory=lambda: defaultdict(Pool))  # kind -> per assistant request
     turns: dict = field(default_factory=lambda: defaultdict(Pool))  # (kind, cond, policy) -> assistant requests
@@ -99,7 +101,8 @@ def _tokens(path, key: str, d, share: float | None = None) -> Tokens:
     return Tokens(r, r * share, p, c, p * share, c * share)
 
 
-def _add_job(m: Measured, path: Path, kind: str, closed: bool) -> None:
+def _add_job(m: Measured, path: Path, kind: str) -> None:
+    """Add one simulate job's accounting file to the pools (errors name the file and key)."""
     acc = _read_json(path)
     if not isinstance(acc, dict) or not isinstance(acc.get("cells"), dict) or not acc["cells"]:
         raise DataError(f"{path}: key 'cells' is missing or empty (not a simulate job accounting file)")
@@ -120,7 +123,8 @@ def _add_job(m: Measured, path: Path, kind: str, closed: bool) -> None:
         n = c.get("conversations") if isinstance(c, dict) else None
         if not isinstance(n, int):
             raise DataError(f"{path}: key 'cells.{name}.conversations' is missing or not an integer")
-        pools = m.cells.setdefault((cond, pol, "closed" if closed else "open"), {r: Pool() for r in CELL_ROLES})
+        key = (cond, pol, "closed" if capabilities(kind).closed_book else "open")
+        pools = m.cells.setdefault(key, {r: Pool() for r in CELL_ROLES})
         for role in CELL_ROLES:
             if role in c and role not in share:
                 raise DataError(f"{path}: key 'cells.{name}.{role}': the job has no '{role}' accounting")
@@ -150,8 +154,7 @@ def measure(results, config: dict) -> Measured:
         if not path.exists():
             missing += 1
             continue
-        kind = retriever_kind(config, job["retriever"])
-        _add_job(m, path, kind, capabilities(kind).closed_book)
+        _add_job(m, path, retriever_kind(config, job["retriever"]))
     if not m.jobs:
         raise DataError(f"{L.study(KEY)}: none of the measured config's {missing} simulate jobs has an accounting "
                         "file (run it first, or pass --measured / --measured-config)")
@@ -251,7 +254,7 @@ def _retriever(m: Measured, kind: str, notes: list) -> Tokens | None:
     return pool.per_unit()
 
 
-def _passage_delta(m: Measured, lic: dict, passage_tokens: float | None, facts: dict, notes: list) -> float:
+def _passage_delta(m: Measured, lic: dict, passage_tokens: float | None, notes: list) -> tuple[float, str]:
     """Prompt tokens to add to every open-retrieval assistant call: the target's top_k passages
     minus the measured passage block (per-call prompt of an open single-turn cell minus its
     closed-book twin, over the measured top_k; the few-shot passages and headers count in)."""
@@ -263,25 +266,25 @@ def _passage_delta(m: Measured, lic: dict, passage_tokens: float | None, facts: 
             per = block / m.top_k
             target = per if passage_tokens is None else float(passage_tokens)
             delta = lic["top_k"] * target - block
-            facts["passages"] = (f"top_k {lic['top_k']} x {target:.0f} tokens (measured {m.top_k} x {per:.0f}): "
-                                 f"{delta:+.0f} prompt tokens per open-retrieval assistant call")
-            return delta
+            return delta, (f"top_k {lic['top_k']} x {target:.0f} tokens (measured {m.top_k} x {per:.0f}): "
+                           f"{delta:+.0f} prompt tokens per open-retrieval assistant call")
     notes.append("passage length not measurable (no FULL or CONCAT cell with and without retrieval): retrieval "
                  "prompts kept as measured")
-    return 0.0
+    return 0.0, "as measured"
 
 
 def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
     """``Study.estimate`` of lic_rag: the Work of every simulate, shard, knowledge-graph and
     LLM index-build job of ``config``. ``measured``: ``results`` (folder), ``config`` (the
-    measured run's, validated, or its path), ``passage_tokens`` (target passage length)."""
+    measured run's, validated, or its path), ``passage_tokens`` (target passage length).
+    ``throughput`` is not needed here: time is the generic model's (``cost.summarize``)."""
     mcfg = measured.get("config")
     mcfg = mcfg if isinstance(mcfg, dict) else load_config(mcfg)
     m = measure(measured.get("results", "results"), mcfg)
     lic, L = config[KEY], Layout(config["results_dir"])
     out = WorkList(notes=m.notes)
-    notes, facts = out.notes, out.facts
-    delta = _passage_delta(m, lic, measured.get("passage_tokens"), facts, notes)
+    notes = out.notes
+    delta, passages = _passage_delta(m, lic, measured.get("passage_tokens"), notes)
     for role, pool in (("classifier", m.classifier), ("judge", m.judge)):
         if not pool.units:
             notes.append(f"no measured job has a '{role}' accounting: its calls are left out")
@@ -351,11 +354,13 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
                 one_time("index", f"indexes/{c}/{r}", retriever_llm(config, r), "index_build",
                          m.build[kinds[r]].per_unit() if kinds[r] in m.build else None, n, None, f"index {r} of {c}")
     n_q = sum(config["datasets"][d]["n_questions"] for d in lic["datasets"])
-    facts.update({"grid": f"{len(lic['datasets'])} datasets ({n_q:,} questions) x {len(lic['models'])} models x "
-                          f"{len(lic['retrievers'])} retrievers, {lic['runs']} runs: {len(jobs):,} simulate jobs, "
-                          f"{conversations:,} conversations (every question assumed to pass sharding)",
-                  "units": f"questions per simulate job (lic_rag.chunk_size, now {lic['chunk_size']})",
-                  "measured": f"{m.jobs} simulate job files; per-unit pools: classifier {m.classifier.units:.0f} "
-                              f"turns, judge {m.judge.units:.0f} conversations, sharding {m.sharding.units:.0f} "
-                              f"questions, graph {m.graph.units:.0f} passages"})
+    out.facts.update({
+        "grid": f"{len(lic['datasets'])} datasets ({n_q:,} questions) x {len(lic['models'])} models x "
+                f"{len(lic['retrievers'])} retrievers, {lic['runs']} runs: {len(jobs):,} simulate jobs, "
+                f"{conversations:,} conversations (every question assumed to pass sharding)",
+        "units": f"questions per simulate job (lic_rag.chunk_size, now {lic['chunk_size']})",
+        "measured": f"{m.jobs} simulate job files; per-unit pools: classifier {m.classifier.units:.0f} turns, judge "
+                    f"{m.judge.units:.0f} conversations, sharding {m.sharding.units:.0f} questions, graph "
+                    f"{m.graph.units:.0f} passages",
+        "passages": passages})
     return out
