@@ -29,11 +29,14 @@ def set_threads(n: int | None) -> None:
 
 
 def cmd_download(a):
-    from convrag.data.download import download_file
+    from convrag.data.download import download_file, download_url
 
     s = a.spec
-    download_file(s["repo_id"], s["filename"], s["revision"], a.out, repo_type=s.get("repo_type", "dataset"),
-                  sha256=s.get("sha256"))
+    if "url" in s:
+        download_url(s["url"], a.out, sha256=s.get("sha256"))
+    else:
+        download_file(s["repo_id"], s["filename"], s["revision"], a.out, repo_type=s.get("repo_type", "dataset"),
+                      sha256=s.get("sha256"))
 
 
 def cmd_prepare_corpus(a):
@@ -46,6 +49,26 @@ def cmd_prepare_corpus(a):
     write_records(Path(a.out_dir) / "corpus.jsonl", passages)
     write_records(Path(a.out_dir) / "questions_all.jsonl", questions)
     print(f"{a.name}: {len(questions)} questions, {len(passages)} passages", file=sys.stderr)
+
+
+def cmd_benchmark_tasks(a):
+    from convrag.data.benchmarks import benchmark_loader
+    from convrag.io import write_json
+    from convrag.records import write_records
+
+    tasks, report = benchmark_loader(a.spec["kind"]).tasks(a.name, a.spec, a.files)
+    write_records(a.out, tasks)
+    write_json(a.report, {"benchmark": a.name, "kind": a.spec["kind"], **report})
+    print(f"{a.name}: {len(tasks)} tasks", file=sys.stderr)
+
+
+def cmd_benchmark_corpus(a):
+    from convrag.data.benchmarks import benchmark_loader
+    from convrag.records import write_records
+
+    passages = benchmark_loader(a.spec["kind"]).corpus(a.name, a.spec, a.domain, a.files)
+    write_records(a.out, passages)
+    print(f"{a.name}.{a.domain}: {len(passages)} passages", file=sys.stderr)
 
 
 def cmd_select_questions(a):
@@ -183,6 +206,51 @@ def cmd_answer(a):
         pool.close()
 
 
+def cmd_retrieve(a):
+    import time
+    from pathlib import Path
+
+    import yaml
+
+    from convrag.llm.engine import EnginePool
+    from convrag.rag.jobs import write_job
+    from convrag.rag.retrieve import retrieve_tasks, write_run
+    from convrag.records import TurnTask, read_records
+    from convrag.retrieval import capabilities, load_retriever
+
+    set_threads(a.threads)
+    t0 = time.time()
+    tasks = [t for t in read_records(a.tasks, TurnTask)
+             if (a.domain is None or t.labels.get("domain") == a.domain) and (not a.with_qrels or t.gold_docs)]
+    pool = EnginePool(a.registry, a.cache) if a.registry else None
+    try:
+        roles = {}
+        if capabilities(a.retriever).uses_llm:
+            if pool is None:
+                raise ConfigError(f"retrieve: retriever '{a.retriever}' calls an LLM: give --registry and --retriever-llm")
+            roles["retriever"] = pool.engine(a.retriever_llm)
+        prompts = None
+        if a.policy == "llm_rewrite":
+            if pool is None or not (a.rewrite_model and a.rewrite_prompts):
+                raise ConfigError("retrieve: --policy llm_rewrite needs --registry, --rewrite-model and --rewrite-prompts")
+            roles["rewriter"] = pool.engine(a.rewrite_model)
+            prompts = yaml.safe_load(open(a.rewrite_prompts))
+        retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=roles.get("retriever"))
+        run, records, counts = retrieve_tasks(tasks, retriever, a.policy, a.k, llm=roles.get("rewriter"),
+                                              rewrite_prompts=prompts, rewrite_max_tokens=a.rewrite_max_tokens)
+        acc = {role: eng.accounting.to_dict() for role, eng in roles.items()}
+        acc["job"] = {**counts, "wall_seconds": round(time.time() - t0, 3)}
+        try:
+            write_run(a.out_run, run, tag=f"{a.retriever_name or a.retriever}-{a.policy}")
+            write_job({a.out_queries: records}, a.accounting, acc)
+        except BaseException:
+            Path(a.out_run).unlink(missing_ok=True)
+            raise
+    finally:
+        if pool is not None:
+            pool.close()
+
+
 # ---- reports ----------------------------------------------------------------------------
 
 
@@ -234,8 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(fn=fn)
         return sp
 
-    s = add("download", cmd_download, "download one file of a Hugging Face dataset repo and record its sha256")
-    s.add_argument("--spec", type=json_arg, required=True, help="JSON {repo_id, revision, repo_type, filename, sha256}")
+    s = add("download", cmd_download, "download one file (Hugging Face dataset repo or URL) and record its sha256")
+    s.add_argument("--spec", type=json_arg, required=True,
+                   help="JSON {repo_id, revision, repo_type, filename, sha256} or {url, sha256}")
     s.add_argument("--out", required=True)
 
     s = add("prepare-corpus", cmd_prepare_corpus, "write a corpus and its question pool as common records")
@@ -243,6 +312,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--spec", type=json_arg, required=True, help="the corpora.<name> config entry as JSON")
     s.add_argument("--files", type=json_arg, default={}, help="JSON {questions, corpus} input paths")
     s.add_argument("--out-dir", required=True)
+
+    s = add("benchmark-tasks", cmd_benchmark_tasks, "read a benchmark's conversation turns into TurnTask records")
+    s.add_argument("--name", required=True)
+    s.add_argument("--spec", type=json_arg, required=True, help="the benchmarks.<name> config entry as JSON")
+    s.add_argument("--files", type=json_arg, default={}, help="JSON raw file name -> path")
+    s.add_argument("--out", required=True)
+    s.add_argument("--report", required=True)
+
+    s = add("benchmark-corpus", cmd_benchmark_corpus, "write one domain's passage corpus of a benchmark")
+    s.add_argument("--name", required=True)
+    s.add_argument("--spec", type=json_arg, required=True)
+    s.add_argument("--domain", required=True)
+    s.add_argument("--files", type=json_arg, default={})
+    s.add_argument("--out", required=True)
 
     s = add("select-questions", cmd_select_questions, "draw a reproducible question sample for one dataset")
     s.add_argument("--dataset", required=True)
@@ -302,6 +385,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--chunk", type=int, default=0)
     s.add_argument("--chunk-size", type=int, default=10**9)
+    s.add_argument("--threads", type=int, default=None)
+
+    s = add("retrieve", cmd_retrieve, "retrieve for benchmark turns (TurnTask JSONL) with a query policy: one TREC "
+            "run and the queries (with any LLM rewrite) per (tasks, retriever, policy)")
+    for k in ("tasks", "retriever", "index-dir", "policy", "out-run", "out-queries", "accounting"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--domain", default=None, help="only the tasks of this domain (labels.domain)")
+    s.add_argument("--with-qrels", action="store_true", help="only the tasks with gold passages")
+    s.add_argument("--retriever-name", default=None)
+    s.add_argument("--retriever-params", type=json_arg, default={})
+    s.add_argument("--retriever-llm", default=None)
+    s.add_argument("--rewrite-model", default=None)
+    s.add_argument("--rewrite-prompts", default=None)
+    s.add_argument("--rewrite-max-tokens", type=int, default=64)
+    s.add_argument("--k", type=int, default=10)
+    s.add_argument("--registry", default=None)
+    s.add_argument("--cache", default=None)
     s.add_argument("--threads", type=int, default=None)
 
     s = add("target", cmd_target, "build one named table or figure of a study")

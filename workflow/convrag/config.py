@@ -137,6 +137,17 @@ def _check_shared(config: dict, source: str, registry: dict) -> None:
                 raise ConfigError(
                     f"{source}: invalid config key 'corpora.{name}': give exactly one of 'source' (download) or 'local'"
                 )
+    from convrag.data.benchmarks import benchmark_corpora, benchmark_loader
+
+    for name, b in config["benchmarks"].items():
+        try:
+            loader = benchmark_loader(b["kind"])
+        except ConfigError as e:
+            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.kind': {e}") from None
+        loader.check(name, b, source)
+    for cid in benchmark_corpora(config):
+        if cid in config["corpora"]:
+            raise ConfigError(f"{source}: invalid config key 'corpora.{cid}': the name of a benchmark domain's corpus")
     if config["knowledge_graph"]["model"] not in registry:
         raise unknown_name(source, "knowledge_graph.model", config["knowledge_graph"]["model"], registry)
     for name, r in config["retrievers"].items():

@@ -96,3 +96,9 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
     return [rec for _, rec in iter_jsonl(path)]
+
+
+def write_parquet(df, path: str | os.PathLike) -> None:
+    """A DataFrame as Parquet, atomically (the score tables every study writes)."""
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False)

@@ -36,6 +36,13 @@ class Layout:
     def questions(self, dataset: str) -> str:
         return f"{self.root}/datasets/{dataset}/questions.jsonl"
 
+    def benchmark_tasks(self, benchmark: str) -> str:
+        """Every TurnTask of a benchmark (``report.json`` beside it counts what was read)."""
+        return f"{self.root}/benchmarks/{benchmark}/tasks.jsonl"
+
+    def benchmark_report(self, benchmark: str) -> str:
+        return f"{self.root}/benchmarks/{benchmark}/report.json"
+
     def graph_manifest(self, corpus: str) -> str:
         return f"{self.root}/graphs/{corpus}/manifest.json"
 

@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 
+from convrag.data.benchmarks import benchmark_corpora, benchmark_loader
 from convrag.config import (
     is_closed_book,
     retriever_kind,
@@ -104,6 +105,12 @@ def raw_inputs(wildcards):
 
 
 def download_params(wildcards):
+    if (
+        wildcards.corpus in config["benchmarks"]
+    ):  # a benchmark's raw file: {url, sha256}
+        spec = config["benchmarks"][wildcards.corpus]
+        f = benchmark_loader(spec["kind"]).raw_files(spec)[wildcards.filename]
+        return {"url": f["url"], "sha256": f.get("sha256")}
     s = config["corpora"][wildcards.corpus]["source"]
     return dict(
         repo_id=s["repo_id"],
@@ -112,6 +119,33 @@ def download_params(wildcards):
         filename=wildcards.filename,
         sha256=s["sha256"].get(wildcards.filename),
     )
+
+
+BENCHMARK_CORPORA = benchmark_corpora(config)  # corpus id -> (benchmark, domain)
+
+
+def benchmark_raw(benchmark, filename):
+    """A benchmark's raw file: a local path from the config, or the download rule's output."""
+    spec = config["benchmarks"][benchmark]
+    f = benchmark_loader(spec["kind"]).raw_files(spec)[filename]
+    return from_repo(f["local"]) if "local" in f else L.raw(benchmark, filename)
+
+
+def benchmark_task_inputs(wc):
+    spec = config["benchmarks"][wc.benchmark]
+    return {
+        n: benchmark_raw(wc.benchmark, n)
+        for n in benchmark_loader(spec["kind"]).task_inputs(spec)
+    }
+
+
+def benchmark_corpus_inputs(wc):
+    b, d = BENCHMARK_CORPORA[wc.corpus]
+    spec = config["benchmarks"][b]
+    return {
+        n: benchmark_raw(b, n)
+        for n in benchmark_loader(spec["kind"]).corpus_inputs(spec, d)
+    }
 
 
 # ---- graphs and indexes (index.smk) --------------------------------------------------

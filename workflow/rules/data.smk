@@ -1,4 +1,5 @@
-# Data: download real files (recording sha256), prepare corpora, select questions.
+# Data: download real files (recording sha256), prepare corpora, select questions; benchmarks
+# of conversation turns: their tasks and one corpus per domain.
 
 
 # Downloads run on the submit host: cluster compute nodes often have no internet access.
@@ -63,3 +64,48 @@ rule select_questions:
     shell:
         "convrag select-questions --dataset {wildcards.dataset} --spec {params.spec}"
         " --questions {input} --out {output} 2> {log}"
+
+
+rule benchmark_tasks:
+    input:
+        unpack(benchmark_task_inputs),
+    output:
+        tasks=L.benchmark_tasks("{benchmark}"),
+        report=L.benchmark_report("{benchmark}"),
+    log:
+        "logs/benchmark_tasks/{benchmark}.log",
+    wildcard_constraints:
+        benchmark=alternatives(config["benchmarks"]),
+    conda:
+        CONDA_ENVS["cpu"]
+    resources:
+        mem_mb=8000,
+    params:
+        spec=lambda wc: jarg(config["benchmarks"][wc.benchmark]),
+        files=lambda wc, input: jarg(dict(input)),
+    shell:
+        "convrag benchmark-tasks --name {wildcards.benchmark} --spec {params.spec} --files {params.files}"
+        " --out {output.tasks} --report {output.report} 2> {log}"
+
+
+rule benchmark_corpus:
+    input:
+        unpack(benchmark_corpus_inputs),
+    output:
+        L.corpus("{corpus}"),
+    log:
+        "logs/benchmark_corpus/{corpus}.log",
+    wildcard_constraints:
+        corpus=alternatives(BENCHMARK_CORPORA),
+    conda:
+        CONDA_ENVS["cpu"]
+    resources:
+        mem_mb=8000,
+    params:
+        benchmark=lambda wc: BENCHMARK_CORPORA[wc.corpus][0],
+        domain=lambda wc: BENCHMARK_CORPORA[wc.corpus][1],
+        spec=lambda wc: jarg(config["benchmarks"][BENCHMARK_CORPORA[wc.corpus][0]]),
+        files=lambda wc, input: jarg(dict(input)),
+    shell:
+        "convrag benchmark-corpus --name {params.benchmark} --domain {params.domain} --spec {params.spec}"
+        " --files {params.files} --out {output} 2> {log}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from convrag.data import register_corpus_loader
+from convrag.errors import ConfigError
 
 
 @register_corpus_loader("miniworld")
@@ -17,3 +18,113 @@ def _hipporag(name: str, spec: dict, files: dict):
     from convrag.data.hipporag import load_hipporag
 
     return load_hipporag(files["questions"], files["corpus"], name, format=spec["format"])
+
+
+# ---- benchmarks of conversation turns --------------------------------------------------
+
+from convrag.data.benchmarks import BenchmarkLoader, register_benchmark_loader  # noqa: E402
+
+
+class MiniworldMtrag(BenchmarkLoader):
+    """The mini world rendered as an MTRAG-UN-like benchmark (convrag.data.miniworld_turns):
+    ``domains: {<name>: {seed, spec, conversations}}``, each domain its own world."""
+
+    kind = "miniworld_mtrag"
+
+    def check(self, name, spec, source):
+        if not isinstance(spec.get("domains"), dict) or not spec["domains"]:
+            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.domains': a mapping of domain name "
+                              "-> {seed, spec, conversations}")
+        for d, v in spec["domains"].items():
+            unknown = set(v or {}) - {"seed", "spec", "conversations"}
+            if unknown:
+                raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.domains.{d}.{sorted(unknown)[0]}': "
+                                  "unknown key (known: seed, spec, conversations)")
+
+    def tasks(self, name, spec, files):
+        from collections import Counter
+
+        from convrag.data.miniworld_turns import render_mtrag
+
+        tasks, _ = render_mtrag(spec["domains"], name)
+        report = {"tasks": len(tasks), "conversations": len({t.conversation_id for t in tasks}),
+                  **{f"{k}": dict(Counter(str(t.labels[k]) for t in tasks))
+                     for k in ("answerability", "multi_turn", "standalone", "domain")}}
+        return tasks, report
+
+    def corpus(self, name, spec, domain, files):
+        from convrag.data.miniworld_turns import render_mtrag
+
+        _, passages = render_mtrag({domain: spec["domains"][domain]}, name)
+        return passages
+
+
+register_benchmark_loader(MiniworldMtrag())
+
+
+class MtragUn(BenchmarkLoader):
+    """IBM's MTRAG-UN (convrag.data.mtrag): the generation tasks (one representative turn per
+    conversation), per-domain BEIR qrels and the MTRAG passage-level corpora, downloaded from
+    the repository at ``revision`` (sha256 pinned where the files could be checked; the
+    download records every file's sha256 beside it). ``files`` overrides any raw file with
+    ``{local: path}`` or ``{url, sha256}`` (e.g. the real-data samples for tests)."""
+
+    kind = "mtrag_un"
+    REPO = "https://raw.githubusercontent.com/IBM/mt-rag-benchmark"
+    DOMAINS = ("clapnq", "cloud", "fiqa", "govt")
+    SHA256 = {  # the released files as of the pinned revision (checked on verbatim copies)
+        "reference.jsonl": "68053f709c928570718fd2c88455eccf974746f5bfa2206d7fd39b969acb21d4",
+        "qrels_clapnq.tsv": "880a583ceaaea10f55eafa02f1a3964a12d48ec06fe396861277dedd2c5c892c",
+        "qrels_cloud.tsv": "4c9e5903b0c1a702ade78f3f3bb826712614d31095f40c91121a214de6d248bf",
+        "qrels_fiqa.tsv": "8a224221b72f4b93b5c068be5f7cfff668d50ecf6ec4971ef22f2f183ef54c21",
+        "qrels_govt.tsv": "59903b16cbd28bd62910b1cde7dc325320a989f02f50c150c7a4ef3e96bdc691",
+    }
+
+    def check(self, name, spec, source):
+        unknown = set(spec) - {"kind", "domains", "revision", "files"}
+        if unknown:
+            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.{sorted(unknown)[0]}': unknown key")
+        for i, d in enumerate(self.domains(spec)):
+            if d not in self.DOMAINS:
+                raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.domains[{i}]': unknown domain "
+                                  f"'{d}' (released: {', '.join(self.DOMAINS)})")
+        if "revision" not in spec and len(spec.get("files", {})) < len(self.raw_names(spec)):
+            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.revision': required (a commit of "
+                              "IBM/mt-rag-benchmark) unless every raw file is given under 'files'")
+
+    def domains(self, spec):
+        return list(spec.get("domains", self.DOMAINS))
+
+    def raw_names(self, spec):
+        return ["reference.jsonl", *(f"qrels_{d}.tsv" for d in self.domains(spec)),
+                *(f"corpus_{d}.jsonl.zip" for d in self.domains(spec))]
+
+    def raw_files(self, spec):
+        base = f"{self.REPO}/{spec.get('revision', '')}"
+        where = {"reference.jsonl": "mtragun-human/generation_tasks/reference.jsonl",
+                 **{f"qrels_{d}.tsv": f"mtragun-human/retrieval_tasks/qrels/{d}.tsv" for d in self.DOMAINS},
+                 **{f"corpus_{d}.jsonl.zip": f"corpora/passage_level/{d}.jsonl.zip" for d in self.DOMAINS}}
+        out = {n: {"url": f"{base}/{where[n]}", "sha256": self.SHA256.get(n)} for n in self.raw_names(spec)}
+        out.update(spec.get("files", {}))
+        return out
+
+    def task_inputs(self, spec):
+        return ["reference.jsonl", *(f"qrels_{d}.tsv" for d in self.domains(spec))]
+
+    def corpus_inputs(self, spec, domain):
+        return [f"corpus_{domain}.jsonl.zip"]
+
+    def tasks(self, name, spec, files):
+        from convrag.data.mtrag import attach_qrels, load_generation_tasks
+
+        tasks, report = load_generation_tasks(files["reference.jsonl"], name, variant="mtrag_un")
+        tasks, qreport = attach_qrels(tasks, {d: files[f"qrels_{d}.tsv"] for d in self.domains(spec)})
+        return tasks, {**report, "qrels": qreport}
+
+    def corpus(self, name, spec, domain, files):
+        from convrag.data.mtrag import load_passage_corpus
+
+        return load_passage_corpus(files[f"corpus_{domain}.jsonl.zip"], domain)
+
+
+register_benchmark_loader(MtragUn())

@@ -1,4 +1,4 @@
-"""Download one file from a Hugging Face repository and record what was downloaded.
+"""Download one file (from a Hugging Face repository or by URL) and record what was downloaded.
 
 Why a sidecar: a paper grid is only reproducible if the exact input bytes are known, and
 ``revision: main`` moves. Each download writes ``<out>.sha256`` (JSON: repo, revision,
@@ -80,6 +80,43 @@ def download_file(
         "filename": filename,
         "sha256": digest,
         "bytes": size,
+        "downloaded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    })
+    return digest
+
+
+def download_url(url: str, out_path: str | Path, sha256: str | None = None, retries: int = 3,
+                 timeout_s: float = 120.0, backoff_s: float = 2.0) -> str:
+    """Fetch a file by URL (a GitHub raw file or release asset) into ``out_path``, with
+    ``retries`` attempts and exponential backoff on network errors and 5xx answers; the same
+    sha256 check and sidecar as ``download_file``; a 4xx answer fails at once."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    out = Path(out_path)
+    last: Exception | None = None
+    for attempt in range(retries):
+        try:
+            with atomic_path(out) as tmp:
+                with urllib.request.urlopen(url, timeout=timeout_s) as resp, open(tmp, "wb") as fh:
+                    shutil.copyfileobj(resp, fh, 1 << 20)
+                digest, size = sha256_file(tmp)
+                if sha256 is not None and digest != sha256.lower():
+                    raise DataError(f"sha256 mismatch for {url}: expected {sha256}, got {digest}")
+            break
+        except urllib.error.HTTPError as e:
+            if e.code < 500:
+                raise DataError(f"download failed for {url}: HTTP {e.code} {e.reason}") from e
+            last = e
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+            last = e
+        if attempt + 1 < retries:
+            time.sleep(backoff_s * 2 ** attempt)
+    else:
+        raise DataError(f"download failed for {url} after {retries} attempts: {type(last).__name__}: {last}")
+    write_json(out.with_name(out.name + ".sha256"), {
+        "url": url, "sha256": digest, "bytes": size,
         "downloaded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     })
     return digest

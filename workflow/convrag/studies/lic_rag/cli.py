@@ -116,7 +116,8 @@ def cmd_simulate(a):
 
 
 def cmd_score(a):
-    from convrag.studies.lic_rag.score import score_conversations, write_parquet
+    from convrag.io import write_parquet
+    from convrag.studies.lic_rag.score import score_conversations
 
     convs, turns = score_conversations(a.conversations, a.questions, a.recall_k)
     write_parquet(convs, a.out)

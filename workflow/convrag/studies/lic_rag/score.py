@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from convrag.errors import DataError
-from convrag.io import atomic_path
 from convrag.metrics.qa import exact_match, f1_score
 from convrag.metrics.retrieval import recall_at_k
 from convrag.records import Conversation, Question, read_records
@@ -91,8 +90,3 @@ def score_conversations(conv_paths: list[str], question_paths: list[str], recall
         last = turns.sort_values("turn").groupby("conv_id")["cum_recall"].last()
         convs["final_cum_recall"] = convs["conv_id"].map(last)
     return convs, turns
-
-
-def write_parquet(df: pd.DataFrame, path: str) -> None:
-    with atomic_path(path) as tmp:
-        df.to_parquet(tmp, index=False)

@@ -1,0 +1,74 @@
+"""Benchmarks of conversation turns (``TurnTask``) with one passage corpus per domain, behind
+one registry: MTRAG-UN, MTRAG, CORAL, RECOR and the mini world's views of them.
+
+A benchmark is a config entry ``benchmarks.<name>: {kind, ...}``; its loader (registered with
+``@register_benchmark_loader(kind)``) says which raw files it needs (downloaded by the
+workflow's own rule, with sha256), which domains it has, and turns the raw files into
+``results/benchmarks/<name>/tasks.jsonl`` (every task, with a counted ``report.json``) and one
+corpus per domain, ``results/corpora/<name>.<domain>/corpus.jsonl``, so the shared index rules
+build one index per (benchmark domain, retriever).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from convrag.errors import ConfigError
+
+BENCHMARK_LOADERS: dict[str, "BenchmarkLoader"] = {}
+
+
+class BenchmarkLoader:
+    """Base class of a benchmark loader; a loader overrides what it has."""
+
+    kind = ""
+
+    def check(self, name: str, spec: dict, source: str) -> None:
+        """Validate the config entry (raise ConfigError naming ``benchmarks.<name>.<key>``)."""
+
+    def domains(self, spec: dict) -> list[str]:
+        return list(spec["domains"])
+
+    def raw_files(self, spec: dict) -> dict[str, dict]:
+        """File name -> download spec ``{url, sha256}`` (or ``{local: path}``) of every raw file."""
+        return {}
+
+    def task_inputs(self, spec: dict) -> list[str]:
+        """The raw file names the tasks are read from."""
+        return []
+
+    def corpus_inputs(self, spec: dict, domain: str) -> list[str]:
+        """The raw file names one domain's corpus is read from."""
+        return []
+
+    def tasks(self, name: str, spec: dict, files: dict[str, str]) -> tuple[list, dict[str, Any]]:
+        """(TurnTasks, counted report) from the raw files (name -> path)."""
+        raise NotImplementedError
+
+    def corpus(self, name: str, spec: dict, domain: str, files: dict[str, str]) -> list:
+        """The Passage records of one domain."""
+        raise NotImplementedError
+
+
+def register_benchmark_loader(loader: BenchmarkLoader) -> BenchmarkLoader:
+    BENCHMARK_LOADERS[loader.kind] = loader
+    return loader
+
+
+def benchmark_loader(kind: str) -> BenchmarkLoader:
+    import convrag.data.builtin  # noqa: F401  (registers the built-in loaders)
+
+    if kind not in BENCHMARK_LOADERS:
+        raise ConfigError(f"unknown benchmark kind '{kind}' (known: {', '.join(sorted(BENCHMARK_LOADERS))})")
+    return BENCHMARK_LOADERS[kind]
+
+
+def corpus_id(benchmark: str, domain: str) -> str:
+    """The corpus name of one benchmark domain (``results/corpora/<id>/``, ``results/indexes/<id>/``)."""
+    return f"{benchmark}.{domain}"
+
+
+def benchmark_corpora(config: dict) -> dict[str, tuple[str, str]]:
+    """Every benchmark domain corpus of a config: corpus id -> (benchmark, domain)."""
+    return {corpus_id(b, d): (b, d) for b, spec in config.get("benchmarks", {}).items()
+            for d in benchmark_loader(spec["kind"]).domains(spec)}

@@ -1,0 +1,46 @@
+"""Retrieval runs over benchmark turns: one TREC run per (tasks, retriever, query policy).
+
+Every benchmark with qrels (MTRAG-UN, CORAL, RECOR) evaluates retrieval this way: the query
+of each turn comes from a registered policy (last turn, all questions, shipped rewrite, LLM
+rewrite), one batched ``search`` answers them all, and the ranking is written as a TREC run
+(``qid Q0 doc rank score tag``, best first) beside a JSONL of the queries (with the LLM's
+rewrite where one was asked and whether the policy fell back), so metrics are computed from
+files by ir_measures and a changed metric never reruns retrieval.
+"""
+
+from __future__ import annotations
+
+from convrag.metrics.retrieval import write_trec_run
+from convrag.rag.policies import QueryState, make_queries
+from convrag.records import TurnTask
+
+
+def query_states(tasks: list[TurnTask]) -> list[QueryState]:
+    return [QueryState([*(h["text"] for h in t.history if h["role"] == "user"), t.question],
+                       [*t.history, {"role": "user", "text": t.question}], rewrite=t.rewrite, key=t.task_id)
+            for t in tasks]
+
+
+def retrieve_tasks(tasks: list[TurnTask], retriever, policy: str, k: int, llm=None, rewrite_prompts=None,
+                   rewrite_max_tokens: int = 64) -> tuple[dict, list[dict], dict]:
+    """(run: task id -> {doc: score}, query records, counts). Task ids must be unique."""
+    pol = make_queries(policy, query_states(tasks), llm=llm, prompts=rewrite_prompts, max_tokens=rewrite_max_tokens)
+    res = retriever.search(pol.queries, k)
+    run, records = {}, []
+    costs = getattr(res, "costs", None) or [None] * len(tasks)
+    for i, (t, q, hits, cost) in enumerate(zip(tasks, pol.queries, res, costs)):
+        run[t.task_id] = {d: float(s) for d, s in hits}
+        rec = {"task_id": t.task_id, "policy": policy, "query": q, "hits": len(hits)}
+        if pol.raw:
+            rec["policy_output"] = pol.raw[i]
+            rec["fallback"] = not pol.raw[i].strip()
+        if cost is not None and cost.llm_calls:
+            rec["retrieval_cost"] = cost.to_dict()
+        records.append(rec)
+    counts = {"tasks": len(tasks), "policy_fallbacks": pol.fallbacks,
+              "empty_rankings": sum(1 for r in records if r["hits"] == 0)}
+    return run, records, counts
+
+
+def write_run(path, run: dict, tag: str) -> None:
+    write_trec_run(path, run, tag=tag)

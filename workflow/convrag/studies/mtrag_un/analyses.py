@@ -1,0 +1,129 @@
+"""mtrag_un analyses: the benchmark's statistics, the retrieval tables (Table 2: Recall and
+nDCG per domain with the macro average over domains the paper reports and the task-weighted
+"all" row the official script computes; Table 3: standalone vs non-standalone), and the
+paired comparison of query policies.
+
+Retrieval scores are per task (ir_measures on the TREC runs): a task whose ranking is empty
+scores 0 and counts; tasks without qrels (unanswerable, underspecified) are not retrieval
+tasks, as in the paper.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from convrag.stats.bootstrap import paired_cluster_bootstrap
+from convrag.studies.mtrag_un.plan import POLICY_LABELS
+
+
+def score_runs(tasks, runs: list[dict], measures: list[str]) -> pd.DataFrame:
+    """One row per (task, retriever, policy, measure): ``runs`` = [{retriever, policy, domain,
+    path}] TREC files; the qrels are the tasks' graded ``gold_docs``."""
+    from convrag.metrics.registry import retrieval_scores
+    from convrag.metrics.retrieval import read_trec_run
+
+    by_id = {t.task_id: t for t in tasks}
+    rows = []
+    for r in runs:
+        qrels = {t.task_id: t.gold_docs for t in tasks if t.gold_docs and t.labels.get("domain") == r["domain"]}
+        if not qrels:
+            continue
+        scores = retrieval_scores(read_trec_run(r["path"]), qrels, measures)
+        for rec in scores.to_dict("records"):
+            t = by_id[rec["query_id"]]
+            base = {"task_id": t.task_id, "conversation_id": t.conversation_id, "turn": t.turn,
+                    "domain": r["domain"], "retriever": r["retriever"], "policy": r["policy"],
+                    "standalone": t.labels.get("standalone"), "answerability": t.labels.get("answerability"),
+                    "multi_turn": t.labels.get("multi_turn")}
+            rows += [{**base, "measure": m, "value": float(rec[m])} for m in measures]
+    return pd.DataFrame(rows)
+
+
+def retrieval_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """Table 2: mean of each measure per (retriever, policy, domain), then the macro average
+    over domains (the paper's) and the task-weighted average (the official script's 'all')."""
+    if scores.empty:
+        return pd.DataFrame()
+    per = (scores.groupby(["retriever", "policy", "domain", "measure"], sort=True)
+           .agg(tasks=("task_id", "nunique"), value=("value", "mean")).reset_index())
+    macro = per.groupby(["retriever", "policy", "measure"], sort=True).agg(tasks=("tasks", "sum"),
+                                                                           value=("value", "mean")).reset_index()
+    weighted = (scores.groupby(["retriever", "policy", "measure"], sort=True)
+                .agg(tasks=("task_id", "nunique"), value=("value", "mean")).reset_index())
+    out = pd.concat([per, macro.assign(domain="macro"), weighted.assign(domain="all (weighted)")], ignore_index=True)
+    wide = out.pivot_table(index=["retriever", "policy", "domain", "tasks"], columns="measure", values="value",
+                           sort=False)[list(scores.measure.unique())].reset_index()
+    wide.columns.name = None
+    wide.insert(2, "query", wide.policy.map(POLICY_LABELS).fillna(wide.policy))
+    return wide
+
+
+def standalone_table(scores: pd.DataFrame, measure: str = "R@5") -> pd.DataFrame:
+    """Table 3: ``measure`` on standalone vs non-standalone tasks, macro over domains."""
+    s = scores[(scores.measure == measure) & scores.standalone.notna()]
+    if s.empty:
+        return pd.DataFrame()
+    s = s.assign(standalone=s.standalone.map(lambda v: "standalone" if v else "non-standalone"))
+    per = s.groupby(["retriever", "policy", "standalone", "domain"], sort=True).agg(
+        tasks=("task_id", "nunique"), value=("value", "mean")).reset_index()
+    out = per.groupby(["retriever", "policy", "standalone"], sort=True).agg(
+        tasks=("tasks", "sum"), value=("value", "mean")).reset_index()
+    wide = out.pivot_table(index=["retriever", "policy"], columns="standalone", values="value").reset_index()
+    wide.columns.name = None
+    counts = out.pivot_table(index=["retriever", "policy"], columns="standalone", values="tasks").astype(int)
+    counts = counts.add_suffix("_tasks")
+    return wide.merge(counts.reset_index(), on=["retriever", "policy"]).assign(measure=measure)
+
+
+def policy_gain(scores: pd.DataFrame, base: str, other: str, boot: dict) -> pd.DataFrame:
+    """``other`` minus ``base`` policy per (retriever, measure) on the same tasks, with a paired
+    bootstrap that resamples conversations (turns of one conversation are not independent)."""
+    rows = []
+    for (ret, m), g in scores.groupby(["retriever", "measure"], sort=True):
+        a = g[g.policy == base].set_index("task_id")
+        b = g[g.policy == other].set_index("task_id")
+        common = a.index.intersection(b.index)
+        if common.empty:
+            continue
+        res = paired_cluster_bootstrap(b.loc[common, "value"].to_numpy(), a.loc[common, "value"].to_numpy(),
+                                       a.loc[common, "conversation_id"].to_numpy(),
+                                       n_resamples=boot["n_resamples"], seed=boot["seed"])
+        rows.append({"retriever": ret, "measure": m, "base": base, "other": other, "tasks": res["n"],
+                     "conversations": res["n_clusters"], f"{base}": res["mean_b"], f"{other}": res["mean_a"],
+                     "gain": res["mean_diff"], "ci_low": res["ci_low"], "ci_high": res["ci_high"]})
+    return pd.DataFrame(rows)
+
+
+def corpus_statistics(tasks, corpora: dict[str, str]) -> pd.DataFrame:
+    """Table 1: per domain, passages and their length, conversations, tasks, tasks with qrels."""
+    from convrag.io import iter_jsonl
+
+    rows = []
+    for dom, path in corpora.items():
+        words = [len(rec.get("text", "").split()) for _, rec in iter_jsonl(path)]
+        ts = [t for t in tasks if t.labels.get("domain") == dom]
+        rows.append({"domain": dom, "passages": len(words), "mean_words_per_passage": float(np.mean(words)) if words else 0.0,
+                     "conversations": len({t.conversation_id for t in ts}), "tasks": len(ts),
+                     "tasks_with_qrels": sum(1 for t in ts if t.gold_docs),
+                     "mean_gold_per_task": float(np.mean([len(t.gold_docs) for t in ts if t.gold_docs]))
+                     if any(t.gold_docs for t in ts) else 0.0})
+    return pd.DataFrame(rows)
+
+
+def task_distribution(tasks, facets=("answerability", "multi_turn", "question_type", "domain")) -> pd.DataFrame:
+    """Figure 2: the share of tasks per value of each label."""
+    rows = []
+    for f in facets:
+        vals = pd.Series([str(t.labels.get(f)) for t in tasks])
+        for v, n in vals.value_counts().sort_index().items():
+            rows.append({"facet": f, "value": v, "tasks": int(n), "share": n / len(tasks)})
+    return pd.DataFrame(rows)
+
+
+def turn_distribution(tasks) -> pd.DataFrame:
+    """Figure 4: tasks per conversational turn, by answerability."""
+    df = pd.DataFrame([{"turn": t.turn, "answerability": t.labels.get("answerability")} for t in tasks])
+    if df.empty:
+        return df
+    return df.groupby(["turn", "answerability"], sort=True).size().rename("tasks").reset_index()

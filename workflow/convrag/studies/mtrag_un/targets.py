@@ -1,0 +1,55 @@
+"""The named tables and figures of mtrag_un (captions in ``workflow/report/mtrag_un/``), named
+after the paper's numbers (``../shared/reference/published/mtrag_un.yaml``)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from convrag.studies.base import Target
+from convrag.studies.mtrag_un import analyses as A
+
+
+def _tasks(inputs):
+    from convrag.records import TurnTask, read_records
+
+    return read_records(inputs["tasks"], TurnTask)
+
+
+def _scores(inputs):
+    return pd.read_parquet(inputs["retrieval"])
+
+
+def _fig_distribution(df, stem):
+    from convrag.report import figures
+
+    figures.grouped_bars(df.assign(what="tasks"), stem, x="value", hue="what", y="share", panel="facet",
+                         ylabel="share of tasks", ylim=(0, 1))
+
+
+def _fig_turns(df, stem):
+    from convrag.report import figures
+
+    figures.grouped_bars(df, stem, x="turn", hue="answerability", y="tasks", ylabel="tasks")
+
+
+def _rewrite_gain(inputs, ctx):
+    s = _scores(inputs)
+    base, others = ctx["gain_base"], [p for p in ctx["policies"] if p != ctx["gain_base"]]
+    if s.empty or base not in ctx["policies"] or not others:
+        return pd.DataFrame()
+    return pd.concat([A.policy_gain(s, base, o, ctx["boot"]) for o in others], ignore_index=True)
+
+
+TARGETS = {t.name: t for t in [
+    Target("table1_corpus_statistics", "table",
+           lambda i, c: A.corpus_statistics(_tasks(i), dict(zip(c["domains"], i["corpora"]))),
+           inputs=("tasks", "corpora")),
+    Target("figure2_task_distribution", "figure", lambda i, c: A.task_distribution(_tasks(i)), _fig_distribution,
+           inputs=("tasks",)),
+    Target("figure4_turn_distribution", "figure", lambda i, c: A.turn_distribution(_tasks(i)), _fig_turns,
+           inputs=("tasks",)),
+    Target("table2_retrieval", "table", lambda i, c: A.retrieval_table(_scores(i)), inputs=("retrieval",)),
+    Target("table3_standalone", "table", lambda i, c: A.standalone_table(_scores(i), c["standalone_measure"]),
+           inputs=("retrieval",)),
+    Target("rewrite_gain", "table", _rewrite_gain, inputs=("retrieval",)),
+]}
