@@ -5,7 +5,7 @@
 # vllm), then:
 #   1. converts the packaged SmolLM2 GGUF to safetensors with `convrag convert-model`;
 #   2-5. pytest tests/vllm_lane: the vllm backend through Engine (greedy, seeded sampling,
-#        label log-probs, JSON mode), a `convrag simulate` job with backend: vllm (and its
+#        label log-probs, JSON mode), a `convrag lic-rag simulate` job with backend: vllm (and its
 #        cached rerun), a real `vllm serve` on 127.0.0.1 driven by the openai backend, and the
 #        transformers-vs-vLLM greedy agreement rate (reported in OUT/agreement.json).
 # Env: CONVRAG_VLLM_VENV (default <repo>/.venv-vllm, reused while its stamp matches),

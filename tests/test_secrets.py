@@ -62,7 +62,7 @@ def test_api_key_appears_in_no_output_cache_log_or_error(inputs, tmp_path):
     assert faults[:2] == ["ok", "ok"] and 3 <= faults.count("500") <= 4 and 1 <= faults.count("401") <= 2
     for name in ("error500", "error401"):
         log = logs[name].read_text()
-        assert f"convrag simulate: error: {MODEL}:" in log and "authorization: Bearer ***" in log, log
+        assert f"convrag lic-rag simulate: error: {MODEL}:" in log and "authorization: Bearer ***" in log, log
     assert "attempt 1/2 failed (HTTP 500" in logs["error500"].read_text()
 
     files = files_under(work)
