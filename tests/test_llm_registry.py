@@ -20,7 +20,12 @@ def test_shipped_registry():
     folder, gguf = default.weights_location()
     assert gguf == "SmolLM2-135M-Instruct.Q4_1.gguf" and (Path(folder) / gguf).exists()
     paper = {n: s for n, s in reg.items() if n != "smollm2-135m"}
-    assert len(paper) == 10
+    # every model a paper config names is in the registry (lic_rag's ten assistants among them)
+    import yaml
+
+    lic = yaml.safe_load((ROOT / "config" / "studies" / "lic_rag.yaml").read_text())["lic_rag"]
+    assert len(lic["models"]) == 10 and set(lic["models"]) <= set(paper)
+    assert {"gpt-oss-20b", "gpt-oss-120b"} <= set(paper)  # MTRAG-UN's rewriter and judge
     for name, s in paper.items():
         assert s.backend in ("vllm", "openai"), name
         if s.backend == "vllm":
