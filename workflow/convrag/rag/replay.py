@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from convrag.errors import ConfigError, DataError
 from convrag.llm.types import Sampling
 from convrag.rag.answers import extract_answer
-from convrag.rag.policies import QueryState, make_queries
+from convrag.rag.policies import make_queries
 from convrag.rag.reader import Reader
+from convrag.rag.retrieve import query_states
 from convrag.records import Passage, TurnTask
 from convrag.retrieval.base import Capabilities, SearchResult
 
@@ -112,9 +113,7 @@ def answer_tasks(tasks: list[TurnTask], *, engine, prompt: ChatPrompt, sampling:
     reader = Reader(retriever=retriever, capabilities=capabilities, passages=corpus or {}, engine=engine,
                     sampling=sampling, build_messages=prompt.messages, top_k=top_k, recall_k=recall_k or top_k,
                     seed=seed, parse_answer=prompt.parse)
-    states = [QueryState([*(h["text"] for h in t.history if h["role"] == "user"), t.question],
-                         [*t.history, {"role": "user", "text": t.question}], rewrite=t.rewrite, key=t.task_id)
-              for t in tasks]
+    states = query_states(tasks)
     pol = make_queries(policy, states, llm=rewrite_llm, prompts=rewrite_prompts) if passages_from == "retrieved" \
         else None
     queries = pol.queries if pol else [None] * len(tasks)
