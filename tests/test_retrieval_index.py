@@ -37,6 +37,7 @@ CAPS = {
     "bm25": (False, False, False, False, "cheap"),
     "dense": (False, False, False, False, "cheap"),
     "hipporag": (False, True, False, True, "query_llm"),
+    "sparse": (False, False, False, False, "cheap"),
     "hipporag2": (False, True, False, True, "query_llm"),
     "lightrag": (False, True, False, True, "query_llm"),
     "raptor": (False, False, True, False, "cheap"),

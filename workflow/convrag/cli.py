@@ -171,11 +171,24 @@ def cmd_answer(a):
 
     set_threads(a.threads)
     t0 = time.time()
-    tasks = read_records(a.tasks, TurnTask)[a.chunk * a.chunk_size:(a.chunk + 1) * a.chunk_size]
+    tasks = [t for t in read_records(a.tasks, TurnTask) if a.domain is None or t.labels.get("domain") == a.domain]
+    tasks = tasks[a.chunk * a.chunk_size:(a.chunk + 1) * a.chunk_size]
     pool = EnginePool(a.registry, a.cache)
     try:
         roles = {"reader": pool.engine(a.model)}
-        retriever = caps = corpus = None
+        run = run_queries = corpus = None
+        if a.passages == "run":
+            from convrag.io import read_jsonl
+            from convrag.metrics.retrieval import read_trec_run
+
+            if not (a.run and a.run_queries and a.corpus):
+                raise ConfigError("answer: --passages run needs --run, --run-queries and --corpus")
+            run = read_trec_run(a.run)
+            run_queries = {q["task_id"]: q["query"] for q in read_jsonl(a.run_queries)}
+            for tid in run_queries:  # a task retrieved with no hit has no line in the TREC file
+                run.setdefault(tid, {})
+            corpus = {p.doc_id: p for p in read_records(a.corpus, Passage)}
+        retriever = caps = None
         if a.passages == "retrieved":
             if not (a.retriever and a.index_dir and a.corpus):
                 raise ConfigError("answer: --passages retrieved needs --retriever, --index-dir and --corpus")
@@ -185,7 +198,7 @@ def cmd_answer(a):
             retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=roles.get("retriever"))
             corpus = {} if caps.closed_book else {p.doc_id: p for p in read_records(a.corpus, Passage)}
         rewrite_prompts = None
-        if a.policy == "llm_rewrite":
+        if a.policy == "llm_rewrite" and a.passages == "retrieved":
             if not (a.rewrite_model and a.rewrite_prompts):
                 raise ConfigError("answer: --policy llm_rewrite needs --rewrite-model and --rewrite-prompts")
             roles["rewriter"] = pool.engine(a.rewrite_model)
@@ -197,7 +210,7 @@ def cmd_answer(a):
             policy=a.policy, passages_from=a.passages, retriever=retriever, capabilities=caps, corpus=corpus,
             top_k=a.top_k, recall_k=a.recall_k, runs=a.runs, seed=a.seed,
             setting={"model": a.model, "retriever": a.retriever_name}, rewrite_llm=roles.get("rewriter"),
-            rewrite_prompts=rewrite_prompts)
+            rewrite_prompts=rewrite_prompts, run=run, run_queries=run_queries)
         acc = {role: eng.accounting.to_dict() for role, eng in roles.items()}
         acc["job"] = {"tasks": len(tasks), "answers": len(records), "unanswered": sum(not r["answered"] for r in records),
                       "wall_seconds": round(time.time() - t0, 3)}
@@ -368,7 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
             "histories: retrieve with a query policy (or use the reference passages), prompt, generate in one batch")
     for k in ("tasks", "model", "prompts", "registry", "cache", "out", "accounting"):
         s.add_argument(f"--{k}", required=True)
-    s.add_argument("--passages", choices=["retrieved", "reference", "none"], default="retrieved")
+    s.add_argument("--passages", choices=["retrieved", "run", "reference", "none"], default="retrieved")
+    s.add_argument("--domain", default=None, help="only the tasks of this domain (labels.domain)")
+    s.add_argument("--run", default=None, help="--passages run: a TREC run of these tasks (convrag retrieve)")
+    s.add_argument("--run-queries", default=None, help="--passages run: the run's queries JSONL (recorded)")
     s.add_argument("--policy", default="current", help="query policy (convrag.rag.policies)")
     s.add_argument("--retriever", default=None, help="retriever kind")
     s.add_argument("--retriever-name", default=None, help="the retriever's config name (recorded)")

@@ -35,7 +35,7 @@ rule prepare_corpus:
     log:
         "logs/prepare_corpus/{corpus}.log",
     wildcard_constraints:
-        corpus=NAME,
+        corpus=alternatives(list(config["corpora"])),
     conda:
         CONDA_ENVS["cpu"]
     resources:

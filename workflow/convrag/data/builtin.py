@@ -128,3 +128,43 @@ class MtragUn(BenchmarkLoader):
 
 
 register_benchmark_loader(MtragUn())
+
+
+class MtragConversations(MtragUn):
+    """IBM's MTRAG (the earlier benchmark): one task per user turn of its 110 annotated
+    conversations (``load_conversations``: history, the agent's reply as the reference answer,
+    the passages the annotators judged relevant as qrels and reference contexts, the
+    enrichments as labels), with the same passage-level corpora. Its conversations carry the
+    CONVERSATIONAL class instead of UNDERSPECIFIED. ``files`` as for ``mtrag_un``; a corpus
+    may be a ``.jsonl`` or ``.jsonl.zip`` (the real-data sample ships JSONL)."""
+
+    kind = "mtrag_conversations"
+    SHA256 = {}  # not pinned: recorded beside each download
+
+    def raw_names(self, spec):
+        return ["conversations.json", "conversation_index_to_id.tsv",
+                *(f"corpus_{d}.jsonl.zip" for d in self.domains(spec))]
+
+    def raw_files(self, spec):
+        base = f"{self.REPO}/{spec.get('revision', '')}"
+        where = {"conversations.json": "mtrag-human/conversations/conversations.json",
+                 "conversation_index_to_id.tsv": "mtrag-human/conversations/conversation_index_to_id.tsv",
+                 **{f"corpus_{d}.jsonl.zip": f"corpora/passage_level/{d}.jsonl.zip" for d in self.DOMAINS}}
+        out = {n: {"url": f"{base}/{where[n]}", "sha256": None} for n in self.raw_names(spec)}
+        out.update(spec.get("files", {}))
+        return out
+
+    def task_inputs(self, spec):
+        return ["conversations.json", "conversation_index_to_id.tsv"]
+
+    def tasks(self, name, spec, files):
+        from convrag.data.mtrag import load_conversations
+
+        tasks, report = load_conversations(files["conversations.json"], files["conversation_index_to_id.tsv"],
+                                           benchmark=name)
+        keep = set(self.domains(spec))
+        return [t for t in tasks if t.labels.get("domain") in keep], report
+
+
+register_benchmark_loader(MtragConversations())
+

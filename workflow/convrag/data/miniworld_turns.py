@@ -144,6 +144,7 @@ def render_mtrag(domains: dict[str, dict], benchmark: str) -> tuple[list[TurnTas
         world = build_world({**(d.get("spec") or {}), "name": dom, "questions": {"2": 0, "3": 0, "4": 0}},
                             d.get("seed", 13))
         passages += [Passage(p.doc_id, p.title, p.text, dom) for p in world.passages]
+        text_of = {p.doc_id: p for p in world.passages}
         rng = np.random.default_rng(d.get("seed", 13) + 1)
         core = [e for e in world.entities if e.core]
         topics = [e for e in core if e.kind in _TOPIC_KINDS]
@@ -165,6 +166,11 @@ def render_mtrag(domains: dict[str, dict], benchmark: str) -> tuple[list[TurnTas
                     task_id=f"{conv_id}<::>{t}", benchmark=benchmark, conversation_id=conv_id, turn=t,
                     history=list(history), question=turn["q"], reference_answers=[turn["a"]],
                     gold_docs={e.doc_id: 1 for e in turn["gold"]}, rewrite=turn["rewrite"],
+                    # the reference setting's passages: the gold ones, else the topic's own
+                    # passage (on topic, without the answer), as MTRAG-UN ships for its
+                    # unanswerable and underspecified tasks
+                    contexts=[{"doc_id": x.doc_id, "title": text_of[x.doc_id].title, "text": text_of[x.doc_id].text}
+                              for x in (turn["gold"] or [topic])],
                     labels={"answerability": turn["answerability"], "multi_turn": turn["multi_turn"],
                             "question_type": "Factoid", "standalone": turn["standalone"], "domain": dom,
                             "first_turn": t == 1}))

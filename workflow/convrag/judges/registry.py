@@ -16,6 +16,7 @@ change a judge's model or prompt without regenerating the answers it judges. A n
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -56,6 +57,11 @@ def register_judge(judge: Judge) -> Judge:
 def get_judge(name: str) -> Judge:
     import convrag.judges.categories  # noqa: F401  (registers the built-in judges)
     import convrag.judges.correctness  # noqa: F401
+    import convrag.metrics.faithfulness  # noqa: F401
+    from convrag.studies import judge_modules
+
+    for module in judge_modules():  # each study's judges.py, where it has one
+        importlib.import_module(module)
 
     if name not in JUDGES:
         raise ConfigError(f"unknown judge '{name}' (known: {', '.join(sorted(JUDGES))})")

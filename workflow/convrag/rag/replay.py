@@ -3,8 +3,11 @@
 The generation half of MTRAG-UN, CORAL and RECOR: every task of a chunk is answered at once
 by the shared reader (one search, one batched generate), with the query from a registered
 policy (last turn, history, shipped rewrite, LLM rewrite). Passages come from a retriever
-(``passages: retrieved``), from the task's own reference contexts (``reference``: MTRAG-UN's
-reference setting, the first ``top_k`` of ``contexts``), or not at all (``none``).
+(``passages: retrieved``), from a retrieval run already on disk (``run``: a TREC run and its
+queries from ``convrag retrieve``, so a study's generation reads the rankings its retrieval
+table scored instead of searching again), from the task's own reference contexts
+(``reference``: MTRAG-UN's reference setting, the first ``top_k`` of ``contexts``), or not at
+all (``none``).
 
 The prompt (a YAML file) is the study's; its layout is fixed here so that a conversation's
 tokens come first and stay a shared prefix: system message, worked examples, the history as
@@ -32,7 +35,7 @@ from convrag.rag.retrieve import query_states
 from convrag.records import Passage, TurnTask
 from convrag.retrieval.base import Capabilities, SearchResult
 
-PASSAGE_SOURCES = ("retrieved", "reference", "none")
+PASSAGE_SOURCES = ("retrieved", "run", "reference", "none")
 ANSWER_FORMATS = {"text": lambda s: s.strip() or None, "answer_line": extract_answer}
 
 
@@ -83,6 +86,20 @@ class _Reference:
                              for t in self.tasks])
 
 
+class _Run:
+    """A 'retriever' that returns each task's ranking from a TREC run (best first; equal scores
+    keep the file's order). A task missing from the run is an error, not an empty ranking."""
+
+    def __init__(self, tasks: list[TurnTask], run: dict[str, dict[str, float]]):
+        missing = [t.task_id for t in tasks if t.task_id not in run]
+        if missing:
+            raise DataError(f"the retrieval run has no ranking for task '{missing[0]}' ({len(missing)} missing)")
+        self.rankings = [sorted(run[t.task_id].items(), key=lambda x: -x[1]) for t in tasks]
+
+    def search(self, queries, k):
+        return SearchResult([r[:k] for r in self.rankings])
+
+
 def reference_passages(tasks: list[TurnTask]) -> dict[str, Passage]:
     out = {}
     for t in tasks:
@@ -94,9 +111,12 @@ def reference_passages(tasks: list[TurnTask]) -> dict[str, Passage]:
 def answer_tasks(tasks: list[TurnTask], *, engine, prompt: ChatPrompt, sampling: Sampling, policy: str,
                  passages_from: str, retriever=None, capabilities: Capabilities | None = None,
                  corpus: dict | None = None, top_k: int = 5, recall_k: int | None = None, runs: int = 1,
-                 seed: int = 0, setting: dict | None = None, rewrite_llm=None, rewrite_prompts: dict | None = None
-                 ) -> list[dict]:
-    """Answer every task ``runs`` times (distinct seeded samples) in one batch per run."""
+                 seed: int = 0, setting: dict | None = None, rewrite_llm=None, rewrite_prompts: dict | None = None,
+                 run: dict | None = None, run_queries: dict | None = None) -> list[dict]:
+    """Answer every task ``runs`` times (distinct seeded samples) in one batch per run.
+
+    ``passages_from="run"`` takes ``run`` (task id -> {doc: score}, e.g. ``read_trec_run``),
+    ``run_queries`` (task id -> the query that produced it, recorded) and ``corpus``."""
     if passages_from not in PASSAGE_SOURCES:
         raise ConfigError(f"passages: '{passages_from}' is not one of {', '.join(PASSAGE_SOURCES)}")
     if passages_from == "retrieved" and (retriever is None or capabilities is None):
@@ -106,8 +126,12 @@ def answer_tasks(tasks: list[TurnTask], *, engine, prompt: ChatPrompt, sampling:
     ids = [t.task_id for t in tasks]
     if len(set(ids)) != len(ids):
         raise DataError(f"duplicate task id in one chunk: {sorted({i for i in ids if ids.count(i) > 1})[0]}")
+    if passages_from == "run" and (run is None or corpus is None):
+        raise ConfigError("passages 'run' needs the run and the corpus")
     if passages_from == "reference":
         retriever, corpus, capabilities = _Reference(tasks), reference_passages(tasks), Capabilities()
+    elif passages_from == "run":
+        retriever, capabilities = _Run(tasks, run), Capabilities()
     elif passages_from == "none":
         capabilities, corpus = Capabilities(closed_book=True), {}
     reader = Reader(retriever=retriever, capabilities=capabilities, passages=corpus or {}, engine=engine,
@@ -117,12 +141,15 @@ def answer_tasks(tasks: list[TurnTask], *, engine, prompt: ChatPrompt, sampling:
     pol = make_queries(policy, states, llm=rewrite_llm, prompts=rewrite_prompts) if passages_from == "retrieved" \
         else None
     queries = pol.queries if pol else [None] * len(tasks)
+    if passages_from == "run":
+        queries = [(run_queries or {}).get(t.task_id) for t in tasks]
     out = []
     for run in range(runs):
         turns, _ = reader.answer(tasks, queries, [run] * len(tasks))
         for i, (t, turn) in enumerate(zip(tasks, turns)):
             rec = {"task_id": t.task_id, "benchmark": t.benchmark, "conversation_id": t.conversation_id,
-                   "turn": t.turn, **(setting or {}), "policy": policy if pol else None, "passages": passages_from,
+                   "turn": t.turn, **(setting or {}), "policy": policy if pol or passages_from == "run" else None,
+                   "passages": passages_from,
                    "run": run, **{k: v for k, v in turn.items() if k != "role"}}
             if pol and pol.raw:
                 rec["policy_output"] = pol.raw[i]

@@ -27,6 +27,7 @@ _MODULES = {
     "closed_book": "convrag.retrieval.closed_book",
     "bm25": "convrag.retrieval.bm25",
     "dense": "convrag.retrieval.dense",
+    "sparse": "convrag.retrieval.sparse",
     "hipporag": "convrag.retrieval.graph.hipporag",
     "hipporag2": "convrag.retrieval.graph.hipporag2",
     "lightrag": "convrag.retrieval.graph.lightrag",

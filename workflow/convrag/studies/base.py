@@ -95,7 +95,8 @@ class Study:
         return {}
 
     def artifacts(self, config: dict, layout) -> dict[str, Any]:
-        """Artifact name -> path (or list of paths) that targets read (``Target.inputs``)."""
+        """Artifact name -> path (or list of paths) that targets read (``Target.inputs``); None
+        for an artifact this config does not make (its targets are then not built)."""
         return {}
 
     def context(self, config: dict) -> dict:
@@ -143,9 +144,11 @@ class Study:
 
     def final_files(self, config: dict, layout) -> list[str]:
         """Everything ``rule all`` asks of this study."""
-        files = []
+        files, absent = [], {k for k, v in self.artifacts(config, layout).items() if v is None}
         for name, t in self.all_targets().items():
             if name == "accounting" and not self.accounting_files(config, layout):
+                continue
+            if absent.intersection(t.inputs):  # reads an artifact this config does not make
                 continue
             files += layout.target_files(self.key, name, t.kind)
         return files + self.outputs(config, layout)

@@ -4,6 +4,7 @@
 from convrag.studies.mtrag_un import paths as mtrag_paths
 from convrag.studies.mtrag_un import wiring as mtrag_wiring
 from convrag.studies.mtrag_un.plan import domains as mtrag_domains
+from convrag.data.benchmarks import corpus_id as mtrag_corpus_id
 
 MTRAG = config["mtrag_un"]
 
@@ -89,3 +90,114 @@ rule score_mtrag_un_retrieval:
     shell:
         "convrag mtrag-un score-retrieval --tasks {input.tasks} --runs {params.runs}"
         " --measures {params.measures} --out {output} 2> {log}"
+
+
+# Generation (Table 4): one job per model x setting x domain; the RAG setting reads the
+# ranking of the configured retrieval run (no second search), the reference setting the task's
+# own contexts.
+rule mtrag_un_answer:
+    input:
+        unpack(
+            lambda wc: mtrag_wiring.answer_inputs(
+                config, L, PROMPTS, wc.benchmark, wc.setting, wc.domain
+            )
+        ),
+    output:
+        answers=mtrag_paths.answers(L, "{benchmark}", "{model}", "{setting}", "{domain}"),
+        accounting=mtrag_paths.answers(
+            L, "{benchmark}", "{model}", "{setting}", "{domain}", "accounting.json"
+        ),
+    log:
+        "logs/mtrag_un/answer/{benchmark}/{model}/{setting}/{domain}.log",
+    wildcard_constraints:
+        benchmark=alternatives([MTRAG["benchmark"]]),
+        model=alternatives(MTRAG["generation"]["models"] or ["-"]),
+        setting=alternatives(MTRAG["generation"]["settings"]),
+        domain=alternatives(mtrag_domains(config)),
+    conda:
+        lambda wc: conda_env(models=[wc.model])
+    threads: config["threads"]["simulate"]
+    resources:
+        mem_mb=16000,
+        runtime=240,
+        gpu=lambda wc: gpu_resources(wc.model)["gpu"],
+        gpu_model=lambda wc: gpu_resources(wc.model).get("gpu_model", ""),
+    params:
+        args=lambda wc: mtrag_wiring.answer_args(config, wc.setting),
+        run=lambda wc, input: (
+            f"--run {input.run} --run-queries {input.queries} --corpus {input.corpus}"
+            if "run" in input.keys()
+            else ""
+        ),
+    shell:
+        "convrag answer --tasks {input.tasks} --domain {wildcards.domain} --model {wildcards.model}"
+        " --prompts {input.prompts} --registry {REGISTRY} --cache {CACHE} {params.args} {params.run}"
+        " --threads {threads} --out {output.answers} --accounting {output.accounting} 2> {log}"
+
+
+# The official scorer on one answers file: metrics, judges (one model), conditioning.
+rule mtrag_un_evaluate:
+    input:
+        tasks=L.benchmark_tasks(MTRAG["benchmark"]),
+        answers=mtrag_paths.answers(L, "{benchmark}", "{model}", "{setting}", "{domain}"),
+        corpus=lambda wc: (
+            [L.corpus(mtrag_corpus_id(wc.benchmark, wc.domain))]
+            if wc.setting == "rag"
+            else []
+        ),
+    output:
+        scores=mtrag_paths.evaluation(L, "{benchmark}", "{model}", "{setting}", "{domain}"),
+        verdicts=mtrag_paths.evaluation(
+            L, "{benchmark}", "{model}", "{setting}", "{domain}", "verdicts.jsonl"
+        ),
+        accounting=mtrag_paths.evaluation(
+            L, "{benchmark}", "{model}", "{setting}", "{domain}", "accounting.json"
+        ),
+    log:
+        "logs/mtrag_un/evaluate/{benchmark}/{model}/{setting}/{domain}.log",
+    wildcard_constraints:
+        benchmark=alternatives([MTRAG["benchmark"]]),
+        model=alternatives(MTRAG["generation"]["models"] or ["-"]),
+        setting=alternatives(MTRAG["generation"]["settings"]),
+        domain=alternatives(mtrag_domains(config)),
+    conda:
+        conda_env(models=[MTRAG["evaluation"]["judge_model"]])
+    threads: config["threads"]["simulate"]
+    resources:
+        mem_mb=16000,
+        runtime=240,
+        gpu=gpu_resources(MTRAG["evaluation"]["judge_model"])["gpu"],
+        gpu_model=gpu_resources(MTRAG["evaluation"]["judge_model"]).get("gpu_model", ""),
+    params:
+        args=mtrag_wiring.evaluate_args(config, REGISTRY, CACHE, PROMPTS),
+        corpus=lambda wc, input: f"--corpus {input.corpus}" if input.corpus else "",
+    shell:
+        "convrag mtrag-un evaluate --tasks {input.tasks} --answers {input.answers} --model {wildcards.model}"
+        " --setting {wildcards.setting} {params.corpus} {params.args} --threads {threads}"
+        " --out {output.scores} --verdicts {output.verdicts} --accounting {output.accounting} 2> {log}"
+
+
+# MTRAG's human-evaluated responses re-scored by the same metrics and judges (figure5).
+rule mtrag_un_human_eval:
+    input:
+        evaluations=mtrag_wiring.human_input(config, from_repo),
+    output:
+        scores=mtrag_paths.human_scores(L),
+        verdicts=mtrag_paths.human_scores(L, "verdicts.jsonl"),
+        accounting=mtrag_paths.human_scores(L, "accounting.json"),
+    log:
+        "logs/mtrag_un/human_eval.log",
+    conda:
+        conda_env(models=[MTRAG["evaluation"]["judge_model"]])
+    threads: config["threads"]["simulate"]
+    resources:
+        mem_mb=16000,
+        runtime=240,
+        gpu=gpu_resources(MTRAG["evaluation"]["judge_model"])["gpu"],
+        gpu_model=gpu_resources(MTRAG["evaluation"]["judge_model"]).get("gpu_model", ""),
+    params:
+        source=mtrag_wiring.human_source(config, from_repo),
+        args=mtrag_wiring.evaluate_args(config, REGISTRY, CACHE, PROMPTS),
+    shell:
+        "convrag mtrag-un human-eval --evaluations {params.source} {params.args} --threads {threads}"
+        " --out {output.scores} --verdicts {output.verdicts} --accounting {output.accounting} 2> {log}"

@@ -1,14 +1,15 @@
 """mtrag_un: *MTRAG-UN: A Benchmark for Open Challenges in Multi-Turn RAG Conversations* (IBM).
 
-Built so far: the benchmark's statistics (Table 1, Figures 2 and 4) and its retrieval
-experiment (Table 2: Recall and nDCG @5/@10 per domain, macro over domains and task-weighted;
-Table 3: standalone vs non-standalone; the paired gain of rewriting the query), over any
-benchmark of TurnTasks (the mini world's MTRAG-UN-like view offline). Generation, its judges and
-the conditioned scores (Table 4, Figure 3) are not wired yet; their scorer lives in
-``convrag.metrics.mtrag``.
+The benchmark's statistics (Table 1, Figures 2 and 4); its retrieval experiment (Table 2:
+Recall and nDCG @5/@10 per domain, macro over domains and task-weighted; Table 3: standalone
+vs non-standalone; the paired gain of rewriting the query); generation in the reference and
+RAG settings scored as the official MTRAG scorer scores it (Table 4, Figure 3 a/b/c, Table 5);
+and the correlation of the project's judges with MTRAG's human evaluation (Figure 5), over any
+benchmark of TurnTasks (the mini world's MTRAG-UN-like view offline).
 
-Modules: ``plan`` (the grid), ``paths``, ``wiring`` (rule-file helpers), ``analyses``,
-``targets``, ``cli`` (``convrag mtrag-un ...``).
+Modules: ``plan`` (the grid), ``paths``, ``wiring`` (rule-file helpers), ``evaluate`` (the
+official scorer over responses), ``judges`` (its LLM judges), ``human`` (judge-human
+correlation), ``analyses``, ``targets``, ``cli`` (``convrag mtrag-un ...``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,26 @@ class MtragUn(Study):
         check_metric_names(m["measures"], "mtrag_un.measures", kind="retrieval")
         if m["rewrite"]["model"] not in registry:
             raise unknown_name(source, "mtrag_un.rewrite.model", m["rewrite"]["model"], registry)
+        g, e = m["generation"], m["evaluation"]
+        check_names(source, "mtrag_un.generation.models", g["models"], registry)
+        if g["models"]:
+            from convrag.errors import ConfigError
+            from convrag.studies.mtrag_un.evaluate import bertscore_config
+
+            if g["rag"]["retriever"] is not None and g["rag"]["retriever"] not in m["retrievers"]:
+                raise unknown_name(source, "mtrag_un.generation.rag.retriever", g["rag"]["retriever"], m["retrievers"])
+            if g["rag"]["policy"] is not None and g["rag"]["policy"] not in m["policies"]:
+                raise unknown_name(source, "mtrag_un.generation.rag.policy", g["rag"]["policy"], m["policies"])
+            if e["judge_model"] not in registry:
+                raise unknown_name(source, "mtrag_un.evaluation.judge_model", e["judge_model"], registry)
+            for need in ("idk", "clarification"):
+                if need not in e["judges"]:
+                    raise ConfigError(f"{source}: mtrag_un.evaluation.judges must include '{need}': the official "
+                                      "conditioning on answerability needs its verdict")
+            try:
+                bertscore_config(e["bertscore"])
+            except ConfigError as err:
+                raise ConfigError(f"{source}: {err}") from None
 
     def targets(self):
         from convrag.studies.mtrag_un.targets import TARGETS
@@ -45,26 +66,36 @@ class MtragUn(Study):
         from convrag.studies.mtrag_un import paths
         from convrag.studies.mtrag_un.plan import domains
 
-        b = config["mtrag_un"]["benchmark"]
+        from convrag.studies.mtrag_un.wiring import evaluation_files
+
+        m = config["mtrag_un"]
+        b = m["benchmark"]
         return {"tasks": layout.benchmark_tasks(b), "retrieval": paths.retrieval_scores(layout),
-                "corpora": [layout.corpus(corpus_id(b, d)) for d in domains(config)]}
+                "corpora": [layout.corpus(corpus_id(b, d)) for d in domains(config)],
+                "generation": evaluation_files(config, layout) or None,
+                "human": paths.human_scores(layout) if m["evaluation"]["human_evaluations"] else None}
 
     def context(self, config):
         from convrag.studies.mtrag_un.plan import domains
 
         m = config["mtrag_un"]
         return {"boot": m["bootstrap"], "domains": domains(config), "policies": m["policies"],
-                "gain_base": m["gain_base"], "standalone_measure": m["standalone_measure"]}
+                "gain_base": m["gain_base"], "standalone_measure": m["standalone_measure"],
+                "bertscore": m["evaluation"]["bertscore"], "judge_model": m["evaluation"]["judge_model"]}
 
     def accounting_files(self, config, layout):
-        from convrag.studies.mtrag_un.wiring import run_files
+        from convrag.studies.mtrag_un import paths
+        from convrag.studies.mtrag_un.wiring import answer_accounting_files, evaluation_files, run_files
 
-        return run_files(config, layout, "accounting.json")
+        human = [paths.human_scores(layout, "accounting.json")] if config["mtrag_un"]["evaluation"][
+            "human_evaluations"] else []
+        return (run_files(config, layout, "accounting.json") + answer_accounting_files(config, layout)
+                + evaluation_files(config, layout, "accounting.json") + human)
 
     def plan(self, config):
-        from convrag.studies.mtrag_un.plan import retrieval_jobs
+        from convrag.studies.mtrag_un.plan import model_jobs
 
-        return retrieval_jobs(config)
+        return model_jobs(config)
 
     def add_cli(self, sub):
         from convrag.studies.mtrag_un.cli import add_cli

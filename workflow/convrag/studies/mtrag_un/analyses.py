@@ -127,3 +127,100 @@ def turn_distribution(tasks) -> pd.DataFrame:
     if df.empty:
         return df
     return df.groupby(["turn", "answerability"], sort=True).size().rename("tasks").reset_index()
+
+
+# ---- generation ---------------------------------------------------------------------------------
+
+GEN_METRICS = ("RB_alg", "RB_llm", "RL_F")  # conditioned, as the official scorer reports them
+
+
+def read_generation(paths) -> pd.DataFrame:
+    return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else pd.DataFrame()
+
+
+def generation_table(gen: pd.DataFrame, bertscore=None) -> pd.DataFrame:
+    """Table 4: per (model, setting) the task mean of each conditioned metric (NaN, e.g. a
+    faithfulness without statements, left out of the mean and counted), their harmonic mean
+    (the MTRAGEval ranking score), the raw ROUGE-L and the IDK rate."""
+    from convrag.metrics.mtrag import harmonic_mean
+
+    if gen.empty:
+        return pd.DataFrame()
+    rows = []
+    for (model, setting), g in gen.groupby(["model", "setting"], sort=True):
+        row = {"model": model, "setting": setting, "tasks": len(g)}
+        present = [m for m in GEN_METRICS if m in g]
+        for m in present:
+            row[m] = float(g[m].mean())
+            row[f"{m}_nan"] = int(g[m].isna().sum())
+        row["harmonic_mean"] = harmonic_mean([row[m] for m in present]) if present else float("nan")
+        row["RougeL_raw"] = float(g["RougeL"].mean())
+        row["idk_rate"] = float((g["idk"] == "1").mean())
+        if "rb_llm_fallback" in g:  # ratings the parser could not read (scored 0.5, as the official parser does)
+            row["RB_llm_fallbacks"] = int(g["rb_llm_fallback"].fillna(False).sum())
+        if "faithfulness_status" in g:
+            row["RL_F_unparsed"] = int(g["faithfulness_status"].str.startswith("unparsed").sum())
+        row["judge_model"] = ", ".join(sorted(g["judge_model"].unique())) if "judge_model" in g else None
+        if bertscore is not None:
+            from convrag.studies.mtrag_un.evaluate import bertscore_config
+
+            row["bertscore"] = bertscore_config(bertscore)["model_type"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def setting_gain(gen: pd.DataFrame, boot: dict, base: str = "reference", other: str = "rag") -> pd.DataFrame:
+    """RAG minus reference per (model, metric) on the same tasks, with a paired bootstrap over
+    conversations (the paper: reference > RAG for every model)."""
+    rows = []
+    if gen.empty or not {base, other} <= set(gen.setting):
+        return pd.DataFrame()
+    for model, g in gen.groupby("model", sort=True):
+        for m in GEN_METRICS:
+            if m not in g:
+                continue
+            a = g[g.setting == base].set_index("task_id")[[m, "conversation_id"]].dropna()
+            b = g[g.setting == other].set_index("task_id")[[m]].dropna()
+            common = a.index.intersection(b.index)
+            if common.empty:
+                continue
+            res = paired_cluster_bootstrap(b.loc[common, m].to_numpy(), a.loc[common, m].to_numpy(),
+                                           a.loc[common, "conversation_id"].to_numpy(),
+                                           n_resamples=boot["n_resamples"], seed=boot["seed"])
+            rows.append({"model": model, "metric": m, "tasks": res["n"], "conversations": res["n_clusters"],
+                         base: res["mean_b"], other: res["mean_a"], "gain": res["mean_diff"],
+                         "ci_low": res["ci_low"], "ci_high": res["ci_high"]})
+    return pd.DataFrame(rows)
+
+
+def by_label(gen: pd.DataFrame, label: str, metric: str = "RB_alg", setting: str = "reference") -> pd.DataFrame:
+    """Figure 3: ``metric`` in ``setting`` per value of ``label`` (answerability, multi-turn
+    type, domain) and model, with the task count of each bar."""
+    g = gen[(gen.setting == setting)] if not gen.empty else gen
+    if g.empty or label not in g:
+        return pd.DataFrame()
+    g = g.assign(**{label: g[label].astype(str)})
+    return (g.groupby(["model", label], sort=True).agg(tasks=("task_id", "nunique"), value=(metric, "mean"))
+            .reset_index().assign(metric=metric, setting=setting))
+
+
+def underspecified_responses(gen: pd.DataFrame) -> pd.DataFrame:
+    """Table 5: how each model responds to UNDERSPECIFIED questions: asks for clarification
+    (the clarification judge said yes), says it cannot answer (IDK yes), or answers anyway
+    (everything else, including unparsed verdicts, which are also counted)."""
+    u = gen[gen.answerability == "UNDERSPECIFIED"] if not gen.empty else gen
+    if u.empty:
+        return pd.DataFrame()
+
+    def kind(r):
+        if r.clarification == 1:
+            return "asks for clarification"
+        if r.idk == "1":
+            return "says it cannot answer"
+        return "answers"
+
+    u = u.assign(response_type=u.apply(kind, axis=1), unparsed=u.clarification.isna() | (u.clarification == 0.5))
+    out = (u.groupby(["model", "setting", "response_type"], sort=True).size().rename("tasks").reset_index())
+    out["share"] = out.tasks / out.groupby(["model", "setting"]).tasks.transform("sum")
+    unp = u.groupby(["model", "setting"]).unparsed.sum().rename("clarification_unparsed").reset_index()
+    return out.merge(unp, on=["model", "setting"])

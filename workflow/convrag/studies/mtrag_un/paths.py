@@ -19,3 +19,18 @@ def run(L: Layout, benchmark: str, domain: str, retriever: str, policy: str, ext
 
 def retrieval_scores(L: Layout) -> str:
     return f"{root(L)}/scores/retrieval.parquet"
+
+
+def answers(L: Layout, benchmark: str, model: str, setting: str, domain: str, ext: str = "jsonl") -> str:
+    """``jsonl`` (one answer record per task), ``accounting.json``."""
+    return f"{root(L)}/answers/{benchmark}/{model}/{setting}/{domain}.{ext}"
+
+
+def evaluation(L: Layout, benchmark: str, model: str, setting: str, domain: str, ext: str = "parquet") -> str:
+    """``parquet`` (metrics per task), ``verdicts.jsonl`` (every judge verdict), ``accounting.json``."""
+    return f"{root(L)}/evaluation/{benchmark}/{model}/{setting}/{domain}.{ext}"
+
+
+def human_scores(L: Layout, ext: str = "parquet") -> str:
+    """The human-evaluated responses re-scored by the project's metrics and judges."""
+    return f"{root(L)}/evaluation/human/scores.{ext}"

@@ -1,5 +1,7 @@
 """The mtrag_un grid: its retrieval runs (one per benchmark domain x retriever x query
-policy), built from the validated config block."""
+policy), its generation jobs (one per model x setting x domain, each then evaluated by the
+judges) and the optional re-scoring of MTRAG's human-evaluated responses, built from the
+validated config block."""
 
 from __future__ import annotations
 
@@ -19,3 +21,31 @@ def retrieval_jobs(config: dict) -> list[dict]:
     m = config["mtrag_un"]
     return [dict(benchmark=m["benchmark"], domain=d, retriever=r, policy=p)
             for d in domains(config) for r in m["retrievers"] for p in m["policies"]]
+
+
+def rag_run(config: dict) -> tuple[str, str]:
+    """(retriever, policy) whose run feeds the RAG setting: the configured one, else the first
+    retriever with the last policy (the rewrite, in the paper's order LT, RW)."""
+    m = config["mtrag_un"]
+    rag = m["generation"]["rag"]
+    return rag["retriever"] or m["retrievers"][0], rag["policy"] or m["policies"][-1]
+
+
+def generation_jobs(config: dict) -> list[dict]:
+    m = config["mtrag_un"]
+    g = m["generation"]
+    return [dict(benchmark=m["benchmark"], model=model, setting=s, domain=d)
+            for model in g["models"] for s in g["settings"] for d in domains(config)]
+
+
+def model_jobs(config: dict) -> list[dict]:
+    """Every model-calling job (for sizing): rewrites, answers, judge passes."""
+    m = config["mtrag_un"]
+    judge = m["evaluation"]["judge_model"]
+    jobs = [dict(stage="retrieve", role="rewriter", model=m["rewrite"]["model"], **j)
+            for j in retrieval_jobs(config) if j["policy"] == "llm_rewrite"]
+    for j in generation_jobs(config):
+        jobs += [dict(stage="answer", role="reader", **j), dict(stage="evaluate", role="judge", **{**j, "judge": judge})]
+    if m["evaluation"]["human_evaluations"]:
+        jobs.append(dict(stage="human_eval", role="judge", model=judge, benchmark="mtrag_human"))
+    return jobs

@@ -40,6 +40,35 @@ def _rewrite_gain(inputs, ctx):
     return pd.concat([A.policy_gain(s, base, o, ctx["boot"]) for o in others], ignore_index=True)
 
 
+def _gen(inputs):
+    return A.read_generation(inputs["generation"])
+
+
+def _fig_label(label):
+    def plot(df, stem):
+        from convrag.report import figures
+
+        figures.grouped_bars(df, stem, x=label, hue="model", y="value", ylabel="RB_alg (reference setting)",
+                             ylim=(0, 1))
+
+    return plot
+
+
+def _fig_human(df, stem):
+    from convrag.report import figures
+
+    figures.grouped_bars(df, stem, x="human", hue="metric", y="rho", ylabel="weighted Spearman rho", ylim=(-1, 1))
+
+
+def _judge_human(inputs, ctx):
+    from convrag.studies.mtrag_un.human import correlation_table
+
+    df = pd.read_parquet(inputs["human"])
+    metrics = [c for c in ("RB_alg", "RB_llm", "RL_F", "RougeL") if c in df]
+    humans = sorted(c for c in df.columns if c.startswith("human_"))
+    return correlation_table(df, metrics, humans)
+
+
 TARGETS = {t.name: t for t in [
     Target("table1_corpus_statistics", "table",
            lambda i, c: A.corpus_statistics(_tasks(i), dict(zip(c["domains"], i["corpora"]))),
@@ -52,4 +81,15 @@ TARGETS = {t.name: t for t in [
     Target("table3_standalone", "table", lambda i, c: A.standalone_table(_scores(i), c["standalone_measure"]),
            inputs=("retrieval",)),
     Target("rewrite_gain", "table", _rewrite_gain, inputs=("retrieval",)),
+    Target("table4_generation", "table", lambda i, c: A.generation_table(_gen(i), c["bertscore"]), inputs=("generation",)),
+    Target("table4_setting_gain", "table", lambda i, c: A.setting_gain(_gen(i), c["boot"]), inputs=("generation",)),
+    Target("figure3a_by_answerability", "figure", lambda i, c: A.by_label(_gen(i), "answerability"),
+           _fig_label("answerability"), inputs=("generation",)),
+    Target("figure3b_by_multi_turn", "figure", lambda i, c: A.by_label(_gen(i), "multi_turn"),
+           _fig_label("multi_turn"), inputs=("generation",)),
+    Target("figure3c_by_domain", "figure", lambda i, c: A.by_label(_gen(i), "domain"), _fig_label("domain"),
+           inputs=("generation",)),
+    Target("table5_underspecified", "table", lambda i, c: A.underspecified_responses(_gen(i)),
+           inputs=("generation",)),
+    Target("figure5_judge_human", "figure", _judge_human, _fig_human, inputs=("human",)),
 ]}

@@ -34,7 +34,7 @@ def retrieve_inputs(config: dict, L: Layout, prompts_dir: str, benchmark: str, d
 def retrieve_args(config: dict, retriever: str, policy: str, registry: str, cache: str) -> str:
     m = config["mtrag_un"]
     args = [f"--retriever {retriever_kind(config, retriever)} --retriever-name {retriever}",
-            f"--k {m['retrieval_k']} --with-qrels"]
+            f"--k {m['retrieval_k']}"]  # every task: the RAG setting reads these rankings too
     llm = retriever_llm(config, retriever)
     if llm or policy == "llm_rewrite":
         args.append(f"--registry {registry} --cache {cache}")
@@ -48,3 +48,65 @@ def retrieve_args(config: dict, retriever: str, policy: str, registry: str, cach
 def models(config: dict, retriever: str, policy: str) -> list[str]:
     m = config["mtrag_un"]
     return [x for x in [retriever_llm(config, retriever), m["rewrite"]["model"] if policy == "llm_rewrite" else None] if x]
+
+
+# ---- generation and its evaluation ------------------------------------------------------------
+
+
+def answer_inputs(config: dict, L: Layout, prompts_dir: str, benchmark: str, setting: str, domain: str) -> dict:
+    from convrag.studies.mtrag_un.plan import rag_run
+
+    ins = {"tasks": L.benchmark_tasks(benchmark), "prompts": f"{prompts_dir}/{config['mtrag_un']['generation']['prompt']}"}
+    if setting == "rag":
+        retriever, policy = rag_run(config)
+        ins.update(run=paths.run(L, benchmark, domain, retriever, policy),
+                   queries=paths.run(L, benchmark, domain, retriever, policy, "queries.jsonl"),
+                   corpus=L.corpus(corpus_id(benchmark, domain)))
+    return ins
+
+
+def answer_args(config: dict, setting: str) -> str:
+    """The ``convrag answer`` arguments of one setting (passages, k, sampling, recorded names)."""
+    from convrag.studies.mtrag_un.plan import rag_run
+
+    g = config["mtrag_un"]["generation"]
+    sampling = json.dumps(g["sampling"], sort_keys=True)
+    if setting == "reference":
+        args = f"--passages reference --top-k {g['reference_k']}"
+    else:
+        retriever, policy = rag_run(config)
+        args = f"--passages run --top-k {g['top_k']} --retriever-name {retriever} --policy {policy}"
+    return f"{args} --sampling '{sampling}'"
+
+
+def evaluation_files(config: dict, L: Layout, ext: str = "parquet") -> list[str]:
+    from convrag.studies.mtrag_un.plan import generation_jobs
+
+    return [paths.evaluation(L, j["benchmark"], j["model"], j["setting"], j["domain"], ext)
+            for j in generation_jobs(config)]
+
+
+def answer_accounting_files(config: dict, L: Layout) -> list[str]:
+    from convrag.studies.mtrag_un.plan import generation_jobs
+
+    return [paths.answers(L, j["benchmark"], j["model"], j["setting"], j["domain"], "accounting.json")
+            for j in generation_jobs(config)]
+
+
+def evaluate_args(config: dict, registry: str, cache: str, prompts_dir: str) -> str:
+    e = config["mtrag_un"]["evaluation"]
+    return (f"--judge-model {e['judge_model']} --judges {' '.join(e['judges'])} --registry {registry} --cache {cache}"
+            f" --prompts-dir {prompts_dir} --max-tokens '{json.dumps(e['max_tokens'], sort_keys=True)}'"
+            f" --bertscore '{json.dumps(e['bertscore'], sort_keys=True)}'")
+
+
+def human_source(config: dict, resolve) -> str:
+    """The human-evaluation file as given (a URL) or resolved against the repository (a path)."""
+    src = config["mtrag_un"]["evaluation"]["human_evaluations"] or ""
+    return src if src.startswith(("http://", "https://")) else resolve(src)
+
+
+def human_input(config: dict, resolve) -> list[str]:
+    """The rule's input: a local file (a URL is downloaded by the job itself)."""
+    src = human_source(config, resolve)
+    return [] if not src or src.startswith(("http://", "https://")) else [src]
