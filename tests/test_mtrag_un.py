@@ -1,12 +1,9 @@
 """mtrag_un so far: the mini world's MTRAG-UN-like benchmark, the benchmark registry and its
 config errors, the retrieval analyses on hand-computed runs (Table 2 per domain, macro and
-task-weighted; Table 3; the paired policy gain), and the study's test grid end to end."""
+task-weighted; Table 3; the paired policy gain). The study runs end to end in the embedded
+default (tests/test_workflow.py)."""
 
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -102,22 +99,3 @@ def test_retrieval_scores_and_tables_hand_computed(tmp_path):
     # R@2 gains per task: a1 0.5, a2 1, b1 1 -> mean 2.5 / 3; two conversations resampled
     assert gain.loc["R@2", "gain"] == pytest.approx(2.5 / 3) and gain.loc["R@2", "conversations"] == 2
     assert gain.loc["R@2", "ci_low"] <= gain.loc["R@2", "gain"] <= gain.loc["R@2", "ci_high"]
-
-
-@pytest.mark.workflow
-def test_the_mtrag_un_test_grid_builds(tmp_path):
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--snakefile", str(REPO_ROOT / "Snakefile"),
-           "--directory", str(tmp_path), "--configfile", str(TEST_CONFIG)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = tmp_path / "results" / "tests" / "mtrag_un" / "mtrag_un"
-    t2 = pd.read_csv(out / "tables" / "table2_retrieval.csv")
-    assert set(t2.domain) == {"alpha", "beta", "macro", "all (weighted)"} and set(t2.retriever) == {"bm25", "dense"}
-    assert t2[["R@5", "R@10", "nDCG@5", "nDCG@10"]].stack().between(0, 1).all()
-    stats = pd.read_csv(out / "tables" / "table1_corpus_statistics.csv").set_index("domain")
-    assert stats.loc["alpha", "conversations"] == 3 and stats.loc["alpha", "tasks"] == 21
-    for name in ("figure2_task_distribution", "figure4_turn_distribution"):
-        assert (out / "figures" / f"{name}.png").stat().st_size > 5000
-    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    assert "Nothing to be done" in again.stdout + again.stderr

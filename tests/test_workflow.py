@@ -146,3 +146,49 @@ def test_rerun_does_nothing_and_one_deleted_output_comes_from_cache(grid):
     acc = json.loads((conv_dir / "bm25/chunk0.accounting.json").read_text())["assistant"]
     assert acc["calls"] == 0 and acc["cache_hits"] == acc["unique_requests"] > 0
     assert acc["load_seconds"] == 0  # fully cached: the model was never loaded
+
+
+# ---- mtrag_un in the same default run -------------------------------------------------------
+
+MT_OUT = "results/mtrag_un"
+
+
+def test_mtrag_un_builds_every_target_but_the_human_correlation(grid):
+    from convrag.studies.mtrag_un import STUDY as MTRAG
+
+    for name, t in MTRAG.all_targets().items():
+        kind = "tables" if t.kind == "table" else "figures"
+        exists = (grid / MT_OUT / kind / f"{name}.csv").exists()
+        # figure5 needs MTRAG's human evaluations, which the offline default cannot have
+        assert exists == (name != "figure5_judge_human"), name
+    stats = pd.read_csv(grid / MT_OUT / "tables/table1_corpus_statistics.csv").set_index("domain")
+    assert (stats.conversations == 1).all() and (stats.tasks == 7).all() and (stats.tasks_with_qrels == 5).all()
+    t2 = pd.read_csv(grid / MT_OUT / "tables/table2_retrieval.csv")
+    assert set(t2.domain) == {"alpha", "beta", "macro", "all (weighted)"} and set(t2.query) == {"LT", "RW"}
+    assert t2[["R@5", "R@10", "nDCG@5", "nDCG@10"]].stack().between(0, 1).all()
+    t4 = pd.read_csv(grid / MT_OUT / "tables/table4_generation.csv")
+    assert set(t4.setting) == {"reference", "rag"} and (t4.tasks == 14).all()  # 2 domains x 7 turns
+    assert t4[["RB_alg", "RB_llm"]].stack().between(0, 1).all()
+    for label, values in (("answerability", {"ANSWERABLE", "PARTIAL", "UNANSWERABLE", "UNDERSPECIFIED"}),
+                          ("domain", {"alpha", "beta"})):
+        fig = pd.read_csv(grid / MT_OUT / f"figures/figure3{'a' if label == 'answerability' else 'c'}_by_"
+                                          f"{label}.csv")
+        assert set(fig[label]) == values and fig.value.between(0, 1).all()
+    # every scored task has every judge's verdict recorded (parsed or not)
+    scores = pd.read_parquet(grid / MT_OUT / "evaluation/mini_mtrag/smollm2-135m/rag/alpha.parquet")
+    verdicts = _read_jsonl(grid / MT_OUT / "evaluation/mini_mtrag/smollm2-135m/rag/alpha.verdicts.jsonl")
+    assert len(scores) == 7 and sum(v["judge"] == "mtrag_idk" for v in verdicts) == 7
+    assert sum(v["judge"] == "faithfulness" for v in verdicts) == 7
+
+
+def test_mtrag_un_rerun_of_a_deleted_answer_file_makes_no_model_call(grid):
+    base = grid / MT_OUT / "answers/mini_mtrag/smollm2-135m/reference/alpha"
+    old = Path(f"{base}.jsonl").read_text()
+    Path(f"{base}.jsonl").unlink()
+    _snakemake(grid)
+    assert Path(f"{base}.jsonl").read_text() == old
+    acc = json.loads(Path(f"{base}.accounting.json").read_text())["reader"]
+    assert acc["calls"] == 0 and acc["cache_hits"] == acc["unique_requests"] == 7
+    judge = json.loads((grid / MT_OUT / "evaluation/mini_mtrag/smollm2-135m/reference/alpha.accounting.json")
+                       .read_text())["judge"]
+    assert judge["calls"] == 0 and judge["load_seconds"] == 0

@@ -103,7 +103,9 @@ rule mtrag_un_answer:
             )
         ),
     output:
-        answers=mtrag_paths.answers(L, "{benchmark}", "{model}", "{setting}", "{domain}"),
+        answers=mtrag_paths.answers(
+            L, "{benchmark}", "{model}", "{setting}", "{domain}"
+        ),
         accounting=mtrag_paths.answers(
             L, "{benchmark}", "{model}", "{setting}", "{domain}", "accounting.json"
         ),
@@ -123,6 +125,8 @@ rule mtrag_un_answer:
         gpu=lambda wc: gpu_resources(wc.model)["gpu"],
         gpu_model=lambda wc: gpu_resources(wc.model).get("gpu_model", ""),
     params:
+        registry=REGISTRY,
+        cache=CACHE,
         args=lambda wc: mtrag_wiring.answer_args(config, wc.setting),
         run=lambda wc, input: (
             f"--run {input.run} --run-queries {input.queries} --corpus {input.corpus}"
@@ -131,7 +135,7 @@ rule mtrag_un_answer:
         ),
     shell:
         "convrag answer --tasks {input.tasks} --domain {wildcards.domain} --model {wildcards.model}"
-        " --prompts {input.prompts} --registry {REGISTRY} --cache {CACHE} {params.args} {params.run}"
+        " --prompts {input.prompts} --registry {params.registry} --cache {params.cache} {params.args} {params.run}"
         " --threads {threads} --out {output.answers} --accounting {output.accounting} 2> {log}"
 
 
@@ -139,14 +143,18 @@ rule mtrag_un_answer:
 rule mtrag_un_evaluate:
     input:
         tasks=L.benchmark_tasks(MTRAG["benchmark"]),
-        answers=mtrag_paths.answers(L, "{benchmark}", "{model}", "{setting}", "{domain}"),
+        answers=mtrag_paths.answers(
+            L, "{benchmark}", "{model}", "{setting}", "{domain}"
+        ),
         corpus=lambda wc: (
             [L.corpus(mtrag_corpus_id(wc.benchmark, wc.domain))]
             if wc.setting == "rag"
             else []
         ),
     output:
-        scores=mtrag_paths.evaluation(L, "{benchmark}", "{model}", "{setting}", "{domain}"),
+        scores=mtrag_paths.evaluation(
+            L, "{benchmark}", "{model}", "{setting}", "{domain}"
+        ),
         verdicts=mtrag_paths.evaluation(
             L, "{benchmark}", "{model}", "{setting}", "{domain}", "verdicts.jsonl"
         ),
@@ -196,7 +204,9 @@ rule mtrag_un_human_eval:
         gpu=gpu_resources(MTRAG["evaluation"]["judge_model"])["gpu"],
         gpu_model=gpu_resources(MTRAG["evaluation"]["judge_model"]).get("gpu_model", ""),
     params:
-        source=mtrag_wiring.human_source(config, from_repo),
+        source=lambda wc, input: (
+            " ".join(input.evaluations) or mtrag_wiring.human_source(config, from_repo)
+        ),
         args=mtrag_wiring.evaluate_args(config, REGISTRY, CACHE, PROMPTS),
     shell:
         "convrag mtrag-un human-eval --evaluations {params.source} {params.args} --threads {threads}"

@@ -61,12 +61,12 @@ def _fig_human(df, stem):
 
 
 def _judge_human(inputs, ctx):
-    from convrag.studies.mtrag_un.human import correlation_table
+    """The project's re-scored metrics beside the official shipped ones, on the paper's subset."""
+    from convrag.studies.mtrag_un.human import FIGURE5_METRICS, figure5_table
 
     df = pd.read_parquet(inputs["human"])
-    metrics = [c for c in ("RB_alg", "RB_llm", "RL_F", "RougeL") if c in df]
-    humans = sorted(c for c in df.columns if c.startswith("human_"))
-    return correlation_table(df, metrics, humans)
+    metrics = [c for c in ("RB_alg", "RB_llm", "RL_F") if c in df] + list(FIGURE5_METRICS.values())
+    return figure5_table(df, metrics, n_resamples=ctx["boot"]["n_resamples"], seed=ctx["boot"]["seed"])
 
 
 TARGETS = {t.name: t for t in [
