@@ -168,3 +168,4 @@ class MtragConversations(MtragUn):
 
 register_benchmark_loader(MtragConversations())
 
+import convrag.data.coral  # noqa: E402,F401  (registers the "coral" benchmark loader)
