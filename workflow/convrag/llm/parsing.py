@@ -13,9 +13,13 @@ import re
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
-def _balanced_objects(text: str):
-    """Yield every top-level balanced ``{...}`` substring (braces inside strings respected)."""
-    depth, start, in_str, esc = 0, None, False, False
+def balanced_spans(text: str, pairs: dict[str, str] | None = None):
+    """Yield every top-level balanced span opened by a key of ``pairs`` (default ``{``) and
+    closed by its value; brackets inside JSON strings are ignored, and a span broken by a
+    mismatched closer (``{ ... ]``) is dropped."""
+    pairs = pairs or {"{": "}"}
+    closers = set(pairs.values())
+    stack, start, in_str, esc = [], None, False, False
     for i, ch in enumerate(text):
         if in_str:
             if esc:
@@ -25,17 +29,18 @@ def _balanced_objects(text: str):
             elif ch == '"':
                 in_str = False
             continue
-        if ch == '"' and depth > 0:
+        if ch == '"' and stack:
             in_str = True
-        elif ch == "{":
-            if depth == 0:
+        elif ch in pairs:
+            if not stack:
                 start = i
-            depth += 1
-        elif ch == "}" and depth > 0:
-            depth -= 1
-            if depth == 0 and start is not None:
+            stack.append(pairs[ch])
+        elif stack and ch == stack[-1]:
+            stack.pop()
+            if not stack:
                 yield text[start:i + 1]
-                start = None
+        elif stack and ch in closers:
+            stack, start = [], None
 
 
 def parse_json_object(text: str | None) -> dict | None:
@@ -44,7 +49,7 @@ def parse_json_object(text: str | None) -> dict | None:
         return None
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     for chunk in candidates:
-        for obj in _balanced_objects(chunk):
+        for obj in balanced_spans(chunk):
             try:
                 value = json.loads(obj)
             except json.JSONDecodeError:

@@ -28,6 +28,7 @@ import re
 from typing import Any
 
 from convrag.judges.registry import Judge, register_judge, run_judge
+from convrag.llm.parsing import balanced_spans
 
 __all__ = [
     "STATEMENTS_JUDGE",
@@ -49,33 +50,6 @@ STATUSES = ("ok", "no_statements", "unparsed_statements", "unparsed_verdicts")
 _FENCE = re.compile(r"```[A-Za-z]*\s*(.*?)```", re.DOTALL)
 
 
-def _balanced(text: str):
-    """Every top-level balanced ``[...]`` or ``{...}`` substring (brackets in strings ignored)."""
-    stack, start, in_str, esc = [], None, False, False
-    pairs = {"[": "]", "{": "}"}
-    for i, ch in enumerate(text):
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"' and stack:
-            in_str = True
-        elif ch in pairs:
-            if not stack:
-                start = i
-            stack.append(pairs[ch])
-        elif stack and ch == stack[-1]:
-            stack.pop()
-            if not stack:
-                yield text[start:i + 1]
-        elif stack and ch in "]}":  # mismatched closer: drop this candidate
-            stack, start = [], None
-
-
 def _json_values(text) -> list:
     """The JSON values found in ``text``: each fenced block (or the whole text) parsed as a
     whole, else its balanced bracket spans; in order of appearance."""
@@ -88,7 +62,7 @@ def _json_values(text) -> list:
             continue
         except (json.JSONDecodeError, ValueError):
             pass
-        for span in _balanced(chunk):
+        for span in balanced_spans(chunk, {"[": "]", "{": "}"}):
             try:
                 out.append(json.loads(span))
             except (json.JSONDecodeError, ValueError):
