@@ -164,7 +164,7 @@ def test_mtrag_un_builds_every_target_but_the_human_correlation(grid):
     stats = pd.read_csv(grid / MT_OUT / "tables/table1_corpus_statistics.csv").set_index("domain")
     assert (stats.conversations == 1).all() and (stats.tasks == 7).all() and (stats.tasks_with_qrels == 5).all()
     t2 = pd.read_csv(grid / MT_OUT / "tables/table2_retrieval.csv")
-    assert set(t2.domain) == {"alpha", "beta", "macro", "all (weighted)"} and set(t2.query) == {"LT", "RW"}
+    assert set(t2.domain) == {"alpha", "beta", "macro", "all (weighted)"} and set(t2["query"]) == {"LT", "RW"}
     assert t2[["R@5", "R@10", "nDCG@5", "nDCG@10"]].stack().between(0, 1).all()
     t4 = pd.read_csv(grid / MT_OUT / "tables/table4_generation.csv")
     assert set(t4.setting) == {"reference", "rag"} and (t4.tasks == 14).all()  # 2 domains x 7 turns

@@ -83,6 +83,16 @@ class MtragUn(Study):
                 "gain_base": m["gain_base"], "standalone_measure": m["standalone_measure"],
                 "bertscore": m["evaluation"]["bertscore"], "judge_model": m["evaluation"]["judge_model"]}
 
+    def outputs(self, config, layout):
+        """The answers and their scores are final outputs (as lic_rag's conversations): deleting
+        one makes Snakemake redo its job, from the LLM cache."""
+        from convrag.studies.mtrag_un import paths
+        from convrag.studies.mtrag_un.plan import generation_jobs
+        from convrag.studies.mtrag_un.wiring import evaluation_files
+
+        return [paths.answers(layout, j["benchmark"], j["model"], j["setting"], j["domain"])
+                for j in generation_jobs(config)] + evaluation_files(config, layout)
+
     def accounting_files(self, config, layout):
         from convrag.studies.mtrag_un import paths
         from convrag.studies.mtrag_un.wiring import answer_accounting_files, evaluation_files, run_files
