@@ -107,22 +107,73 @@ def test_load_engine_is_lazy(tmp_path):
     assert not eng.backend_loaded and eng.spec.batch_size == 32
 
 
+def _without_reuse(backend, reqs):
+    backend.set_prefix_reuse(False)
+    try:
+        return backend.generate(reqs)
+    finally:
+        backend.set_prefix_reuse(True)
+
+
 def test_shared_prefix_and_finished_rows_change_no_text(backend):
-    """The decode loop's two shortcuts (the batch's common prompt prefix computed once; rows
-    leaving the batch when they end) give the same text as each request decoded alone."""
+    """The decode loop's shortcuts (the batch's common prompt prefix computed once and
+    reused; rows leaving the batch when they end) give the same text as each request decoded
+    alone with every token computed."""
     system = {"role": "system", "content": "You answer in one short sentence, then a line 'Answer: <x>'."}
     reqs = [Request([system, {"role": "user", "content": q}],
                     sampling=Sampling(temperature=0.7 if i % 2 else 0.0, top_p=0.9, max_tokens=8 + 8 * (i % 4),
                                       stop=("\n\n",) if i % 3 == 0 else ()), seed=3, sample_index=i)
             for i, q in enumerate(QUESTIONS)]
-    assert backend.share_prefix
+    backend.set_prefix_reuse(True)
+    before = backend.prefill_tokens
     shared = backend.generate(reqs)
-    backend.share_prefix = False
-    try:
-        unshared = backend.generate(reqs)
-    finally:
-        backend.share_prefix = True
+    computed = backend.prefill_tokens - before
+    assert computed < sum(r.prompt_tokens for r in shared)  # the system prompt was computed once
+    unshared = _without_reuse(backend, reqs)
+    backend.set_prefix_reuse(False)
     alone = [backend.generate([r])[0] for r in reqs]
+    backend.set_prefix_reuse(True)
     assert [r.text for r in shared] == [r.text for r in unshared] == [r.text for r in alone]
     assert [r.completion_tokens for r in shared] == [r.completion_tokens for r in alone]
     assert len({r.completion_tokens for r in shared}) > 1  # rows really ended at different steps
+
+
+def test_next_turn_reuses_the_previous_prompt_and_reply(backend):
+    """A conversation's next call repeats its previous prompt and reply: with reuse only the
+    new tokens are computed, and the texts equal full recomputation, for three turns of four
+    conversations (greedy and sampled rows)."""
+    follow = ["Why?", "Say it again in three words."]
+    convs = [[{"role": "user", "content": q}] for q in QUESTIONS[:4]]
+    samp = [Sampling(max_tokens=20), Sampling(temperature=0.8, top_p=0.95, max_tokens=20)]
+    backend.set_prefix_reuse(True)
+    for turn in range(3):
+        reqs = [Request(c, sampling=samp[i % 2], seed=turn, sample_index=i) for i, c in enumerate(convs)]
+        before = backend.prefill_tokens
+        reused = backend.generate(reqs)
+        computed = backend.prefill_tokens - before
+        full = _without_reuse(backend, reqs)
+        assert [r.text for r in reused] == [r.text for r in full], turn
+        total = sum(r.prompt_tokens for r in reused)
+        if turn:  # everything but the reply's end and the new message came from the store
+            assert computed < 0.5 * total, (turn, computed, total)
+        for c, r in zip(convs, reused):
+            c += [{"role": "assistant", "content": r.text}, {"role": "user", "content": follow[turn % 2]}]
+
+
+def test_label_scores_equal_with_and_without_reuse(backend):
+    system = {"role": "system", "content": "Reply with one word: ANSWERABLE or UNANSWERABLE."}
+    reqs = [Request([system, {"role": "user", "content": f"Passage: Paris is the capital of France. Question: {q}"}],
+                    labels=("ANSWERABLE", "UNANSWERABLE")) for q in QUESTIONS[:4]]
+    backend.set_prefix_reuse(True)
+    before = backend.prefill_tokens
+    reused = backend.generate(reqs)
+    computed = backend.prefill_tokens - before
+    backend.set_prefix_reuse(False)
+    before = backend.prefill_tokens
+    full = backend.generate(reqs)
+    full_computed = backend.prefill_tokens - before
+    backend.set_prefix_reuse(True)
+    for a, b in zip(reused, full):
+        for lab in a.label_logprobs:
+            assert a.label_logprobs[lab] == pytest.approx(b.label_logprobs[lab], abs=1e-3)
+    assert computed < 0.6 * full_computed  # each prompt once (system prompt once), not once per label

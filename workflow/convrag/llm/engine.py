@@ -38,7 +38,9 @@ class Accounting:
     completion_tokens: int = 0
     backend_prompt_tokens: int = 0  # only responses the backend produced in this engine
     backend_completion_tokens: int = 0
+    backend_computed_prompt_tokens: int = 0  # prompt tokens the backend computed (reused prefixes are not)
     backend_seconds: float = 0.0  # time inside backend.generate
+    backend_prefill_seconds: float = 0.0  # of which prompt forward passes (backends that measure it)
     load_seconds: float = 0.0  # time to build the backend (load weights, start clients)
     wall_seconds: float = 0.0  # time inside Engine.generate, loading included
 
@@ -119,8 +121,11 @@ class Engine:
                 for i in range(0, len(misses), size):
                     chunk = misses[i:i + size]
                     t0 = time.perf_counter()
+                    before = getattr(backend, "prefill_tokens", None)
+                    before_s = getattr(backend, "prefill_seconds", 0.0)
                     answers = backend.generate([unique[k] for k in chunk])
                     acc.backend_seconds += time.perf_counter() - t0
+                    acc.backend_prefill_seconds += getattr(backend, "prefill_seconds", 0.0) - before_s
                     if len(answers) != len(chunk):
                         raise ModelError(f"{self.spec.name}: backend returned {len(answers)} "
                                          f"responses for {len(chunk)} requests")
@@ -129,6 +134,9 @@ class Engine:
                     acc.calls += len(chunk)
                     acc.backend_prompt_tokens += sum(a.prompt_tokens for a in answers)
                     acc.backend_completion_tokens += sum(a.completion_tokens for a in answers)
+                    # a backend that does not count reuse computed every prompt token (as far as we know)
+                    acc.backend_computed_prompt_tokens += (backend.prefill_tokens - before if before is not None
+                                                           else sum(a.prompt_tokens for a in answers))
                     if self.cache is not None:
                         self.cache.put_many({k: a.to_dict() for k, a in zip(chunk, answers)})
                     results.update(zip(chunk, answers))

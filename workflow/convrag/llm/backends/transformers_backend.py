@@ -17,9 +17,11 @@ import hashlib
 import inspect
 import logging
 import os
+import time
 from pathlib import Path
 
 from convrag.errors import ConfigError, ModelError
+from convrag.llm.prefix_cache import PrefixStore, padded_cache, row_kv
 from convrag.llm.registry import ModelSpec
 from convrag.llm.types import Request, Response
 
@@ -133,7 +135,10 @@ class TransformersBackend:
         eos.update(gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos])
         self.eos_ids = {int(e) for e in eos if e is not None}
         self.max_len = spec.max_model_len or getattr(self.model.config, "max_position_embeddings", None) or 4096
-        self.share_prefix = os.environ.get("CONVRAG_SHARE_PREFIX", "1") != "0"
+        self.prefill_tokens = 0  # prompt tokens actually computed (reused prefixes are not)
+        self.prefill_seconds = 0.0  # time in prompt forward passes (the rest of generate is decoding)
+        self.prefix_store = PrefixStore(int(float(os.environ.get("CONVRAG_PREFIX_CACHE_MB", "2048")) * 2**20))
+        self.prefix_reuse = os.environ.get("CONVRAG_PREFIX_REUSE", "1") != "0"
 
     @staticmethod
     def _chat_template(value: str | None) -> str | None:
@@ -179,33 +184,16 @@ class TransformersBackend:
     def _generate(self, rows: list[Request]) -> list[Response]:
         """Batched decoding with our own loop (not ``model.generate``): a row leaves the batch
         (and its KV cache rows are dropped) as soon as it ends, so the batch never pays for
-        rows that are done; EOS, a stop string or the row's own max_tokens end a row."""
+        rows that are done; EOS, a stop string or the row's own max_tokens end a row. A row
+        that leaves has its prompt + reply KV remembered for the next call that extends it."""
         torch = self.torch
-        from transformers import DynamicCache
-
         prompts = [self.prompt_ids(r, reserve=r.sampling.max_tokens) for r in rows]
-        shared = shared_prefix_len(prompts) if self.share_prefix else 0
-        ids, mask = self._left_pad([p[shared:] for p in prompts])
-        if shared:
-            # The common prefix (system prompt, worked examples) is computed once and its KV
-            # cache copied to every row: [prefix][pads][own tokens], positions from the mask.
-            prefix = torch.tensor([prompts[0][:shared]], dtype=torch.long, device=self.device)
-            ids = torch.cat([prefix.expand(len(rows), -1), ids], dim=1)
-            mask = torch.cat([torch.ones_like(prefix).expand(len(rows), -1), mask], dim=1)
-            cache = self._prefix_cache(prefix, len(rows))
-            todo = ids[:, shared:]
-        else:
-            cache, todo = DynamicCache(config=self.model.config), ids
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)
         gen: list[list[int]] = [[] for _ in rows]
         reason: list[str | None] = [None] * len(rows)
         active = list(range(len(rows)))
         with torch.inference_mode():
-            logits = self.model(input_ids=todo, attention_mask=mask, position_ids=pos[:, -todo.shape[1]:],
-                                use_cache=True, logits_to_keep=1, **{self.cache_kw: cache}).logits[:, -1, :]
-            if cache.get_seq_length() != mask.shape[1]:  # the model did not fill our cache
-                raise ModelError(f"{self.spec.name}: the KV cache holds {cache.get_seq_length()} positions "
-                                 f"after a prompt of {mask.shape[1]}; decoding would ignore the prompt")
+            cache, mask, logits = self._prefill(prompts)
+            logits = logits[:, -1, :]
             step = 0
             while active:
                 nxt = _sampling_step(torch, [rows[i] for i in active], step, logits).tolist()
@@ -222,6 +210,9 @@ class TransformersBackend:
                         reason[i] = "length"
                     else:
                         keep.append(j)
+                for j, i in enumerate(active):  # rows that end now: remember prompt + fed reply tokens
+                    if reason[i] is not None:
+                        self._remember(cache, mask, j, prompts[i] + gen[i][:-1])
                 if not keep:
                     break
                 if len(keep) < len(active):
@@ -248,19 +239,60 @@ class TransformersBackend:
                                     label_logprobs=None, cached=False))
         return results
 
-    def _prefix_cache(self, prefix, batch: int):
-        """KV cache of ``prefix`` (1 x p), repeated for ``batch`` rows."""
+    # -- prefill with prefix reuse -------------------------------------------------------------
+    def set_prefix_reuse(self, on: bool) -> None:
+        """Turn prompt-prefix reuse on or off (every token computed); the store is kept."""
+        self.prefix_reuse = bool(on)
+
+    def _prefill(self, seqs: list[list[int]], min_new: int = 1, keep: int = 1):
+        """One forward pass over the batch's prompts; returns (cache, mask, logits of the last
+        ``keep`` positions). Each row starts from the longest stored prefix of its sequence
+        (leaving at least ``min_new`` tokens to compute); a common prefix of the batch that no
+        entry covers is computed once and stored first. Layout: [pads][reused][pads][new]."""
+        torch = self.torch
         from transformers import DynamicCache
 
-        cache = DynamicCache(config=self.model.config)
-        with self.torch.inference_mode():
-            self.model(input_ids=prefix, use_cache=True, logits_to_keep=1, **{self.cache_kw: cache})
-        cache.batch_repeat_interleave(batch)
-        return cache
+        store = self.prefix_store if self.prefix_reuse else None
+        parts: list = [(None, 0)] * len(seqs)
+        if store is not None:
+            shared = shared_prefix_len(seqs)
+            if shared and store.lookup(seqs[0][:shared], shared)[1] < shared:
+                self._remember(*self._prefill([seqs[0][:shared]])[:2], 0, seqs[0][:shared])
+            parts = [store.lookup(s, len(s) - min_new) for s in seqs]
+        t0 = time.perf_counter()  # (a shared prefix computed above counted its own time)
+        width = max(n for _, n in parts)
+        new = [s[n:] for s, (_, n) in zip(seqs, parts)]
+        ids, new_mask = self._left_pad(new)
+        pre_mask = torch.zeros((len(seqs), width), dtype=torch.long, device=ids.device)
+        for i, (_, n) in enumerate(parts):
+            pre_mask[i, width - n:] = 1 if n else 0
+        mask = torch.cat([pre_mask, new_mask], dim=1)
+        cache = (padded_cache(DynamicCache, self.model.config, parts, width, ids) if width
+                 else DynamicCache(config=self.model.config))
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos[:, width:], use_cache=True,
+                            logits_to_keep=keep, **{self.cache_kw: cache}).logits
+        if cache.get_seq_length() != mask.shape[1]:  # the model did not fill our cache
+            raise ModelError(f"{self.spec.name}: the KV cache holds {cache.get_seq_length()} positions "
+                             f"after a prompt of {mask.shape[1]}; decoding would ignore the prompt")
+        self.prefill_tokens += sum(len(x) for x in new)
+        self.prefill_seconds += time.perf_counter() - t0
+        return cache, mask, logits
+
+    def _remember(self, cache, mask, row: int, ids: list[int]) -> None:
+        """Store batch row ``row``'s KV (its unmasked columns) under ``ids``."""
+        if not self.prefix_reuse:
+            return
+        positions = mask[row].nonzero().squeeze(1)
+        if len(positions) != len(ids):
+            raise ModelError(f"{self.spec.name}: row {row} holds {len(positions)} cached positions, "
+                             f"expected {len(ids)}")
+        self.prefix_store.add(ids, row_kv(cache, row, positions))
 
     # -- label scoring -------------------------------------------------------------------
     def _score_labels(self, rows: list[Request]) -> list[Response]:
-        """log p(label | prompt) summed over label tokens; one forward pass per chunk of pairs."""
+        """log p(label | prompt) summed over label tokens. With prefix reuse each prompt is
+        computed once (stored), then every (prompt, label) pair costs only its label tokens."""
         torch = self.torch
         pairs = []  # (row, label, prompt_ids, label_ids)
         prompts = []
@@ -272,22 +304,25 @@ class TransformersBackend:
             pairs += [(ri, lab, p, label_ids[lab]) for lab in r.labels]
         scores: list[dict[str, float]] = [{} for _ in rows]
         chunk = max(self.spec.batch_size, 16)
-        for c in range(0, len(pairs), chunk):
-            part = pairs[c:c + chunk]
-            ids, mask = self._left_pad([p + lab for _, _, p, lab in part])
-            k = max(len(lab) for *_, lab in part)
-            pos = (mask.cumsum(-1) - 1).clamp(min=0)
-            with torch.inference_mode():
-                # Left padding puts every label at the end, so only the last k+1 logits are needed.
-                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos,
-                                    logits_to_keep=k + 1).logits.float()
-            logp = torch.log_softmax(logits, dim=-1)  # (B, k+1, V); position j predicts token j+1
-            for b, (ri, lab, _, lab_ids) in enumerate(part):
-                m = len(lab_ids)
-                # label token t (0..m-1) is predicted by kept column k-m+t (window = last k+1 positions)
-                cols = torch.arange(k - m, k, device=logp.device)
-                tgt = torch.tensor(lab_ids, device=logp.device)
-                scores[ri][lab] = float(logp[b, cols, tgt].sum())
+        with torch.inference_mode():
+            if self.prefix_reuse:
+                for c in range(0, len(prompts), self.spec.batch_size):
+                    part = prompts[c:c + self.spec.batch_size]
+                    cache, mask, _ = self._prefill(part)
+                    for b, p in enumerate(part):
+                        self._remember(cache, mask, b, p)
+            for c in range(0, len(pairs), chunk):
+                part = pairs[c:c + chunk]
+                k = max(len(lab) for *_, lab in part)
+                # Every label ends its row, so only the last k+1 logits are needed (and computed).
+                _, _, logits = self._prefill([p + lab for _, _, p, lab in part], min_new=k + 1, keep=k + 1)
+                logp = torch.log_softmax(logits.float(), dim=-1)  # (B, k+1, V); position j predicts token j+1
+                for b, (ri, lab, _, lab_ids) in enumerate(part):
+                    m = len(lab_ids)
+                    # label token t (0..m-1) is predicted by kept column k-m+t (window = last k+1 positions)
+                    cols = torch.arange(k - m, k, device=logp.device)
+                    tgt = torch.tensor(lab_ids, device=logp.device)
+                    scores[ri][lab] = float(logp[b, cols, tgt].sum())
         return [Response(text=max(s, key=s.get), prompt_tokens=len(prompts[i]), completion_tokens=0,
                          finish_reason="label", label_logprobs=s, cached=False)
                 for i, s in enumerate(scores)]

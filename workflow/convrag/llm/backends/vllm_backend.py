@@ -76,7 +76,11 @@ class VLLMBackend:
         kwargs = dict(model=str(Path(folder) / gguf) if gguf else folder,
                       tensor_parallel_size=spec.tensor_parallel,
                       gpu_memory_utilization=spec.gpu_memory_utilization,
-                      dtype=spec.dtype or "auto", seed=0)
+                      dtype=spec.dtype or "auto", seed=0,
+                      # Automatic prefix caching (KV blocks keyed by a hash of their token
+                      # prefix) is vLLM V1's default; said here so that a version changing the
+                      # default cannot turn off the reuse the grids' repeated prompts rely on.
+                      enable_prefix_caching=True)
         if spec.max_model_len:
             kwargs["max_model_len"] = spec.max_model_len
         if spec.revision and "hf_repo" in (spec.weights or {}):
@@ -91,6 +95,7 @@ class VLLMBackend:
         self.template = Path(tpl).read_text(encoding="utf-8") if tpl and "{" not in tpl and Path(tpl).exists() else tpl
         cfg = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
         self.max_len = spec.max_model_len or getattr(cfg, "max_model_len", None) or 4096
+        self.prefill_tokens = 0  # prompt tokens computed: vLLM reports the ones its prefix cache served
 
     def close(self) -> None:
         """Stop vLLM's engine processes (idempotent); the backend is unusable afterwards."""
@@ -151,6 +156,8 @@ class VLLMBackend:
             raise ModelError(f"{self.spec.name}: vLLM generate failed: {e}") from e
         if len(outs) != len(prompts):
             raise ModelError(f"{self.spec.name}: vLLM returned {len(outs)} outputs for {len(prompts)} prompts")
+        self.prefill_tokens += sum(len(p["prompt_token_ids"]) - int(getattr(o, "num_cached_tokens", None) or 0)
+                                   for p, o in zip(prompts, outs))
 
         results: list[Response | None] = [None] * len(requests)
         label_scores: dict[int, dict[str, float]] = {}

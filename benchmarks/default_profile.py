@@ -1,0 +1,145 @@
+"""Where a workflow run spends its time: per study, job and model role, from the run's own
+records (Snakemake's job metadata in ``.snakemake/metadata`` for start/end times, inputs and
+outputs; the ``*.accounting.json`` files every model-calling job writes).
+
+Prints, as Markdown:
+  1. per study: jobs, job-seconds, share of all job-seconds;
+  2. per study, rule and role: jobs, wall seconds, backend seconds, prompt tokens requested
+     and actually computed (prefix reuse skips the rest), completion tokens, prefill and
+     decode tokens per second;
+  3. the run's critical path (the longest chain of dependent jobs, by wall time), against
+     the makespan and the job-seconds divided by the cores.
+
+    python benchmarks/default_profile.py --directory . --cores 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+
+def load_jobs(workdir: Path) -> list[dict]:
+    """One record per job: rule, outputs, inputs, start, end (from the metadata of its outputs)."""
+    meta = workdir / ".snakemake" / "metadata"
+    if not meta.is_dir():
+        raise SystemExit(f"{meta}: no Snakemake metadata (run the workflow in --directory first)")
+    jobs: dict[tuple, dict] = {}
+    for f in meta.iterdir():
+        try:
+            out = base64.b64decode(f.name.replace("@", "/")).decode()
+            rec = json.loads(f.read_text())
+        except (ValueError, UnicodeDecodeError) as e:
+            raise SystemExit(f"{f}: unreadable Snakemake metadata record: {e}") from e
+        if rec.get("incomplete") or rec.get("starttime") is None or rec.get("endtime") is None:
+            continue
+        key = (rec["rule"], rec.get("job_hash"), rec["starttime"])
+        job = jobs.setdefault(key, {"rule": rec["rule"], "outputs": [], "inputs": set(rec.get("input") or []),
+                                    "start": rec["starttime"], "end": rec["endtime"]})
+        job["outputs"].append(out)
+    return sorted(jobs.values(), key=lambda j: j["start"])
+
+
+def study_of(job: dict) -> str:
+    """results/<study>/... names the study; corpora, indexes, graphs and datasets are shared."""
+    for out in job["outputs"]:
+        parts = Path(out).parts
+        if len(parts) > 2 and parts[0] == "results" and parts[1] not in (
+                "corpora", "indexes", "graphs", "datasets", "benchmarks", "cache"):
+            return parts[1]
+    return "shared"
+
+
+def roles(workdir: Path, job: dict) -> dict[str, dict]:
+    """Engine accounting per model role from the job's ``*accounting.json`` outputs."""
+    out: dict[str, dict] = {}
+    for o in job["outputs"]:
+        if not o.endswith("accounting.json") or not (workdir / o).exists():
+            continue
+        rec = json.loads((workdir / o).read_text())
+        if "backend_seconds" in rec:
+            out[rec.get("model", "model")] = rec
+        else:
+            out.update({k: v for k, v in rec.items() if isinstance(v, dict) and "backend_seconds" in v})
+    return out
+
+
+def critical_path(jobs: list[dict]) -> tuple[float, list[dict]]:
+    """Longest chain of dependent jobs by wall time (a job depends on the jobs making its inputs)."""
+    producer = {o: i for i, j in enumerate(jobs) for o in j["outputs"]}
+    best: list[tuple[float, int | None]] = []
+    for i, j in enumerate(jobs):  # sorted by start: producers come first
+        deps = {producer[x] for x in j["inputs"] if x in producer and producer[x] < i}
+        prev = max(deps, key=lambda d: best[d][0], default=None)
+        best.append(((best[prev][0] if prev is not None else 0.0) + j["end"] - j["start"], prev))
+    if not best:
+        return 0.0, []
+    i = max(range(len(jobs)), key=lambda k: best[k][0])
+    total, chain = best[i][0], []
+    while i is not None:
+        chain.append(jobs[i])
+        i = best[i][1]
+    return total, chain[::-1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--directory", default=".", help="the workflow's working directory")
+    ap.add_argument("--cores", type=int, default=2)
+    args = ap.parse_args()
+    wd = Path(args.directory)
+    jobs = load_jobs(wd)
+    if not jobs:
+        print("no finished jobs recorded")
+        return 1
+    total = sum(j["end"] - j["start"] for j in jobs)
+    makespan = max(j["end"] for j in jobs) - min(j["start"] for j in jobs)
+
+    by_study: dict[str, list] = defaultdict(list)
+    for j in jobs:
+        by_study[study_of(j)].append(j)
+    print("| study | jobs | job-seconds | share |\n|---|---|---|---|")
+    for s, js in sorted(by_study.items(), key=lambda kv: -sum(j["end"] - j["start"] for j in kv[1])):
+        secs = sum(j["end"] - j["start"] for j in js)
+        print(f"| {s} | {len(js)} | {secs:.0f} | {secs / total:.0%} |")
+
+    print("\n| study | rule | role | jobs | wall s | backend s | prompt tok requested | computed | completion tok "
+          "| prefill tok/s | decode tok/s |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    rows: dict[tuple, dict] = defaultdict(lambda: defaultdict(float))
+    for j in jobs:
+        acc = roles(wd, j)
+        wall = j["end"] - j["start"]
+        if not acc:
+            r = rows[(study_of(j), j["rule"], "-")]
+            r["jobs"] += 1
+            r["wall"] += wall
+        for role, a in acc.items():
+            r = rows[(study_of(j), j["rule"], role)]
+            r["jobs"] += 1
+            r["wall"] += wall / len(acc)  # a job's wall time split evenly over its roles
+            r["backend"] += a.get("backend_seconds", 0.0)
+            r["prefill"] += a.get("backend_prefill_seconds", 0.0)
+            r["requested"] += a.get("backend_prompt_tokens", 0)
+            r["computed"] += a.get("backend_computed_prompt_tokens", a.get("backend_prompt_tokens", 0))
+            r["completion"] += a.get("backend_completion_tokens", 0)
+    for (s, rule, role), r in sorted(rows.items(), key=lambda kv: -kv[1]["wall"]):
+        pre = f"{r['computed'] / r['prefill']:.0f}" if r["prefill"] > 0 else "-"
+        dec_s = r["backend"] - r["prefill"]
+        dec = f"{r['completion'] / dec_s:.0f}" if r["prefill"] > 0 and dec_s > 0 else "-"
+        print(f"| {s} | {rule} | {role} | {r['jobs']:.0f} | {r['wall']:.0f} | {r['backend']:.0f} | {r['requested']:.0f} "
+              f"| {r['computed']:.0f} | {r['completion']:.0f} | {pre} | {dec} |")
+
+    length, chain = critical_path(jobs)
+    print(f"\nmakespan {makespan:.0f} s; job-seconds {total:.0f} s (/{args.cores} cores = {total / args.cores:.0f} s); "
+          f"critical path {length:.0f} s:")
+    for j in chain:
+        print(f"- {j['rule']} ({study_of(j)}): {j['end'] - j['start']:.0f} s, {j['outputs'][0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Prompt-prefix reuse for the transformers backend: KV caches of token sequences already
+computed in this process, looked up by longest common token prefix.
+
+Why: a simulated conversation's next call repeats its previous prompt and reply, a batch of
+judge calls repeats one system prompt and worked examples, and a label-scored prompt is
+scored once per label. Prefill on CPU runs at a few hundred tokens per second, so computing
+each prompt token once is the lever (vLLM does the same on GPU with automatic prefix
+caching, a hash per block of tokens; here a linear scan over a few hundred entries is
+cheap next to one forward pass).
+
+An entry holds the keys and values of every layer for one sequence, positions 0..n-1
+(rotary positions are part of the keys, so a prefix is valid wherever it is reused as long
+as the reused row's positions also start at 0). An entry that is a prefix of a newer one is
+dropped (the newer one covers it); the least recently used entries go when the byte budget
+(``CONVRAG_PREFIX_CACHE_MB``, 2048 by default) is full.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Entry:
+    ids: torch.Tensor  # (n,) long
+    kv: list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values (heads, n, dim)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(k.nbytes + v.nbytes for k, v in self.kv)
+
+
+def common_prefix(a: torch.Tensor, b: torch.Tensor) -> int:
+    """Length of the longest common prefix of two 1-D id tensors."""
+    m = min(len(a), len(b))
+    if m == 0:
+        return 0
+    diff = (a[:m] != b[:m]).nonzero()
+    return int(diff[0, 0]) if len(diff) else m
+
+
+class PrefixStore:
+    """Longest-prefix lookup over stored KV sequences, with an LRU byte budget."""
+
+    def __init__(self, budget_bytes: int):
+        self.budget = budget_bytes
+        self.entries: OrderedDict[int, Entry] = OrderedDict()
+        self._next = 0
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.bytes = 0
+
+    def lookup(self, ids: list[int], limit: int) -> tuple[Entry | None, int]:
+        """The entry sharing the longest prefix with ``ids`` (at most ``limit`` tokens) and that length."""
+        if limit <= 0 or not self.entries:
+            return None, 0
+        q = torch.tensor(ids[:limit], dtype=torch.long)
+        best, best_n, best_key = None, 0, None
+        for key, e in self.entries.items():
+            n = common_prefix(e.ids, q)
+            if n > best_n:
+                best, best_n, best_key = e, n, key
+        if best_key is not None:
+            self.entries.move_to_end(best_key)
+        return best, best_n
+
+    def add(self, ids: list[int], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Store ``kv`` (per layer, heads x len(ids) x dim) for ``ids``; drop entries it covers."""
+        t = torch.tensor(ids, dtype=torch.long)
+        for key, e in list(self.entries.items()):
+            n = common_prefix(e.ids, t)
+            if n == len(t):  # already covered by a longer (or equal) entry
+                self.entries.move_to_end(key)
+                return
+            if n == len(e.ids):  # the new sequence extends this one
+                self.bytes -= e.nbytes
+                del self.entries[key]
+        entry = Entry(t, kv)
+        if entry.nbytes > self.budget:
+            return
+        self.entries[self._next] = entry
+        self._next += 1
+        self.bytes += entry.nbytes
+        while self.bytes > self.budget:
+            _, old = self.entries.popitem(last=False)
+            self.bytes -= old.nbytes
+
+
+def cache_layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(keys, values) per layer of a transformers DynamicCache (5.x ``layers``; older key/value lists)."""
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return list(zip(cache.key_cache, cache.value_cache))
+
+
+def row_kv(cache, row: int, positions: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A copy of one batch row's keys and values at ``positions`` (its non-padding columns)."""
+    return [(k[row][:, positions].clone(), v[row][:, positions].clone()) for k, v in cache_layers(cache)]
+
+
+def padded_cache(cache_cls, config, parts: list[tuple[Entry | None, int]], width: int, like: torch.Tensor | None):
+    """A DynamicCache for a batch whose row i starts with the first n_i tokens of entry_i,
+    left-padded (zeros) to ``width`` columns; the caller masks the padding."""
+    cache = cache_cls(config=config)
+    if width == 0:
+        return cache
+    ref = next(e for e, n in parts if e is not None and n > 0)
+    for layer, (k0, v0) in enumerate(ref.kv):
+        ks = k0.new_zeros((len(parts), k0.shape[0], width, k0.shape[2]))
+        vs = v0.new_zeros((len(parts), v0.shape[0], width, v0.shape[2]))
+        for i, (e, n) in enumerate(parts):
+            if e is not None and n > 0:
+                ks[i, :, width - n:] = e.kv[layer][0][:, :n]
+                vs[i, :, width - n:] = e.kv[layer][1][:, :n]
+        if like is not None:
+            ks, vs = ks.to(like.device), vs.to(like.device)
+        cache.update(ks, vs, layer)
+    return cache
