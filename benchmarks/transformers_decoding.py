@@ -1,6 +1,6 @@
 """The transformers backend's two CPU levers, measured on the same requests in one run:
 batch size (decoding is memory-bound: more rows per forward cost little more) and the shared
-prompt prefix (system prompt + worked examples computed once per batch). Reports wall time
+prompt prefix (system prompt + worked examples computed once per batch; prefix reuse on/off). Reports wall time
 per configuration, the ratios, and whether every configuration produced the same texts (the
 sampling is seeded per request, so they must).
 
@@ -51,7 +51,8 @@ def main() -> int:
     backend.generate(reqs[:2])  # warm-up
     results = {}
     for batch, share in ((8, False), (8, True), (32, False), (32, True)):
-        backend.share_prefix = share
+        backend.prefix_store.clear()  # only the batch's own shared prefix may be reused
+        backend.set_prefix_reuse(share)
         t0 = time.perf_counter()
         texts = []
         for i in range(0, len(reqs), batch):
