@@ -79,7 +79,7 @@ def test_env_files_exist_and_are_complete():
         assert "python" in conda and "pip" in conda, f"{path}: python and pip must come from conda"
         pip_blocks = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
         assert len(pip_blocks) == 1, f"{path}: expected one pip section"
-        assert "-e ${CONVRAG_REPO}" in pip_blocks[0], f"{path}: the project is not installed from the repo"
+        assert any(x.startswith("-e ${CONVRAG_REPO}") for x in pip_blocks[0]), f"{path}: the project is not installed from the repo"
 
 
 def test_env_specific_contents():
@@ -90,6 +90,13 @@ def test_env_specific_contents():
     assert any("download.pytorch.org/whl/cpu" in x for d in cpu["dependencies"] if isinstance(d, dict)
                for x in d["pip"]), "cpu env must take torch from the PyTorch CPU index"
     assert "vllm" in names["gpu"]
+    # exactly one faiss build per env, through the project's extras: GPU index on GPU nodes
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert [canonicalize_name(Requirement(r).name) for r in extras["gpu"]] == ["faiss-gpu"]
+    assert [canonicalize_name(Requirement(r).name) for r in extras["cpu"]] == ["faiss-cpu"]
+    for env, extra in ((cpu, "cpu"), (gpu, "gpu"), (java, "cpu")):
+        pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+        assert "-e ${CONVRAG_REPO}[%s]" % extra in pip, (extra, pip)
     assert _conda_specs(java).get("openjdk", "").lstrip("=").startswith("21")
     assert "pyserini" in names["java"]
 

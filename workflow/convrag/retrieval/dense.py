@@ -95,8 +95,18 @@ def encode(texts: list[str], p: dict) -> np.ndarray:
     return np.ascontiguousarray(emb, dtype=np.float32)
 
 
+def _faiss():
+    """faiss comes from the project's `cpu` (faiss-cpu) or `gpu` (faiss-gpu) extra."""
+    try:
+        import faiss
+    except ImportError as e:
+        raise ConfigError("dense retrieval needs faiss: pip install -e '.[cpu]' (faiss-cpu) or "
+                          "'.[gpu]' (faiss-gpu, GPU nodes)") from e
+    return faiss
+
+
 def build(corpus_path, out_dir, params: dict | None) -> None:
-    import faiss
+    faiss = _faiss()
 
     p = _params(params)
     passages = read_corpus(corpus_path)
@@ -121,7 +131,7 @@ class DenseRetriever(Retriever):
     name = "dense"
 
     def __init__(self, index_dir, p: dict):
-        import faiss
+        faiss = _faiss()
 
         self.p = p
         self.doc_ids = json.loads((Path(index_dir) / "doc_ids.json").read_text(encoding="utf-8"))
