@@ -200,3 +200,30 @@ def mean_retrieval_scores(run: Run, qrels: Qrels, measures: list[str]) -> dict[s
     """Mean of ``retrieval_scores`` over all qrels queries (trec_eval ``-c`` averages)."""
     df = retrieval_scores(run, qrels, measures)
     return {name: float(df[name].mean()) for name in df.columns[1:]}
+
+
+def score_task_runs(tasks, runs: list[dict], measures: list[str], labels: tuple[str, ...] = ()):
+    """Per-task retrieval scores of several TREC runs over benchmark turns: one row per (task,
+    run, measure). ``runs`` = [{retriever, policy, domain, path}]; the qrels are the tasks'
+    graded ``gold_docs`` (tasks without gold are not scored: they have no qrels); ``labels``
+    names task labels copied into every row (the study's breakdowns). Shared by the studies
+    that score conversational retrieval runs (mtrag_un, coral)."""
+    import pandas as pd
+
+    from convrag.metrics.retrieval import read_trec_run
+
+    by_id = {t.task_id: t for t in tasks}
+    rows = []
+    for r in runs:
+        qrels = {t.task_id: t.gold_docs for t in tasks if t.gold_docs and t.labels.get("domain") == r["domain"]}
+        if not qrels:
+            continue
+        scores = retrieval_scores(read_trec_run(r["path"]), qrels, measures)
+        for rec in scores.to_dict("records"):
+            t = by_id[rec["query_id"]]
+            base = {"task_id": t.task_id, "conversation_id": t.conversation_id, "turn": t.turn,
+                    "domain": r["domain"], "retriever": r["retriever"], "policy": r["policy"],
+                    **{k: t.labels.get(k) for k in labels}}
+            rows += [{**base, "measure": m, "value": float(rec[m])} for m in measures]
+    return pd.DataFrame(rows)
+

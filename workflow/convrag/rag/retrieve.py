@@ -44,3 +44,29 @@ def retrieve_tasks(tasks: list[TurnTask], retriever, policy: str, k: int, llm=No
 
 def write_run(path, run: dict, tag: str) -> None:
     write_trec_run(path, run, tag=tag)
+
+
+def retrieve_cli_args(config: dict, retriever: str, policy: str, k: int, rewrite: dict, registry: str,
+                      cache: str) -> str:
+    """The ``convrag retrieve`` arguments a study's retrieval rule passes for one (retriever,
+    policy): the retriever's kind and LLM, the depth, and the rewrite model of the llm_rewrite
+    policy (``rewrite`` = the study's {model, max_tokens} block)."""
+    from convrag.config import retriever_kind, retriever_llm
+
+    args = [f"--retriever {retriever_kind(config, retriever)} --retriever-name {retriever}", f"--k {k}"]
+    llm = retriever_llm(config, retriever)
+    if llm or policy == "llm_rewrite":
+        args.append(f"--registry {registry} --cache {cache}")
+    if llm:
+        args.append(f"--retriever-llm {llm}")
+    if policy == "llm_rewrite":
+        args.append(f"--rewrite-model {rewrite['model']} --rewrite-max-tokens {rewrite['max_tokens']}")
+    return " ".join(args)
+
+
+def retrieve_models(config: dict, retriever: str, policy: str, rewrite: dict) -> list[str]:
+    """The registry models one retrieval job loads (for its conda env and GPU request)."""
+    from convrag.config import retriever_llm
+
+    return [x for x in [retriever_llm(config, retriever), rewrite["model"] if policy == "llm_rewrite" else None] if x]
+

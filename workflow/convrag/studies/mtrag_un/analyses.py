@@ -18,26 +18,10 @@ from convrag.studies.mtrag_un.plan import POLICY_LABELS
 
 
 def score_runs(tasks, runs: list[dict], measures: list[str]) -> pd.DataFrame:
-    """One row per (task, retriever, policy, measure): ``runs`` = [{retriever, policy, domain,
-    path}] TREC files; the qrels are the tasks' graded ``gold_docs``."""
-    from convrag.metrics.registry import retrieval_scores
-    from convrag.metrics.retrieval import read_trec_run
+    """One row per (task, retriever, policy, measure) with MTRAG-UN's task labels."""
+    from convrag.metrics.registry import score_task_runs
 
-    by_id = {t.task_id: t for t in tasks}
-    rows = []
-    for r in runs:
-        qrels = {t.task_id: t.gold_docs for t in tasks if t.gold_docs and t.labels.get("domain") == r["domain"]}
-        if not qrels:
-            continue
-        scores = retrieval_scores(read_trec_run(r["path"]), qrels, measures)
-        for rec in scores.to_dict("records"):
-            t = by_id[rec["query_id"]]
-            base = {"task_id": t.task_id, "conversation_id": t.conversation_id, "turn": t.turn,
-                    "domain": r["domain"], "retriever": r["retriever"], "policy": r["policy"],
-                    "standalone": t.labels.get("standalone"), "answerability": t.labels.get("answerability"),
-                    "multi_turn": t.labels.get("multi_turn")}
-            rows += [{**base, "measure": m, "value": float(rec[m])} for m in measures]
-    return pd.DataFrame(rows)
+    return score_task_runs(tasks, runs, measures, labels=("standalone", "answerability", "multi_turn"))
 
 
 def retrieval_table(scores: pd.DataFrame) -> pd.DataFrame:

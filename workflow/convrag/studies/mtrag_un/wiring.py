@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from convrag.config import retriever_kind, retriever_llm
 from convrag.data.benchmarks import corpus_id
 from convrag.layout import Layout
 from convrag.studies.mtrag_un import paths
@@ -32,25 +31,16 @@ def retrieve_inputs(config: dict, L: Layout, prompts_dir: str, benchmark: str, d
 
 
 def retrieve_args(config: dict, retriever: str, policy: str, registry: str, cache: str) -> str:
-    m = config["mtrag_un"]
-    args = [f"--retriever {retriever_kind(config, retriever)} --retriever-name {retriever}",
-            f"--k {m['retrieval_k']}"]  # every task: the RAG setting reads these rankings too
-    llm = retriever_llm(config, retriever)
-    if llm or policy == "llm_rewrite":
-        args.append(f"--registry {registry} --cache {cache}")
-    if llm:
-        args.append(f"--retriever-llm {llm}")
-    if policy == "llm_rewrite":
-        args.append(f"--rewrite-model {m['rewrite']['model']} --rewrite-max-tokens {m['rewrite']['max_tokens']}")
-    return " ".join(args)
+    from convrag.rag.retrieve import retrieve_cli_args
+
+    m = config["mtrag_un"]  # every task: the RAG setting reads these rankings too
+    return retrieve_cli_args(config, retriever, policy, m["retrieval_k"], m["rewrite"], registry, cache)
 
 
 def models(config: dict, retriever: str, policy: str) -> list[str]:
-    m = config["mtrag_un"]
-    return [x for x in [retriever_llm(config, retriever), m["rewrite"]["model"] if policy == "llm_rewrite" else None] if x]
+    from convrag.rag.retrieve import retrieve_models
 
-
-# ---- generation and its evaluation ------------------------------------------------------------
+    return retrieve_models(config, retriever, policy, config["mtrag_un"]["rewrite"])
 
 
 def answer_inputs(config: dict, L: Layout, prompts_dir: str, benchmark: str, setting: str, domain: str) -> dict:

@@ -1,0 +1,119 @@
+"""coral's own machinery on hand-made inputs: flow sampling over rendered pages (counts,
+skips, seeds), Table 4's statistics and Table 2's layout against hand-computed values, and the
+config checks of the study block."""
+
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+import pytest
+import yaml
+
+from convrag.config import REPO_ROOT, validate_config
+from convrag.errors import ConfigError
+from convrag.records import TurnTask
+from convrag.studies.coral import analyses as A
+from convrag.studies.coral.construct import read_trees, sample_flows
+
+
+def _page(pid: str, title: str, sections: list[tuple[int, str]]) -> dict:
+    body = "".join(f"<h{lvl}>{t}</h{lvl}><p>About {t.lower()} of {title}, a long enough text.</p>"
+                   for lvl, t in sections)
+    return {"page_id": pid, "title": title, "refs": {},
+            "html": f"<html><body><h1>{title}</h1><p>{title} is a topic.</p>{body}</body></html>"}
+
+
+# root + 3-level chains: depth 4 (LDS up to 4 turns), 7 nodes
+DEEP = [(2, "Early life"), (3, "Family"), (4, "Parents"), (2, "Career"), (3, "Works"), (2, "Legacy")]
+PAGES = [_page("p1", "Orvik Theatre", DEEP), _page("p2", "Orvik", DEEP),
+         _page("p3", "Kamira Press", [(2, "History")]), _page("p4", "Dalmen Lines", DEEP)]
+
+
+def test_flows_counts_skips_and_seeds():
+    trees = read_trees(PAGES)
+    assert [len(t) for t in trees.values()] == [7, 7, 2, 7]
+    want = {"lds": 3, "sids": 1, "strw": 5, "dtrw": 2}
+    turns = {"lds": [3, 4], "sids": [3, 4], "strw": [5, 6], "dtrw": [6, 8]}
+    flows, report = sample_flows(trees, want, turns, seed=3)
+    by = {k: [f for f in flows if f["flow"] == k.upper()] for k in want}
+    # p3 (2 nodes) is too short for every sampler; LDS gets the 3 deep pages
+    assert len(by["lds"]) == 3 and report["samplers"]["lds"]["skipped"]["too_short"] == 1
+    assert len(by["strw"]) == 3 and report["shortfall"] == {"strw": 2}
+    assert all(3 <= len(f["node_ids"]) <= 4 for f in by["lds"])
+    assert all(5 <= len(f["node_ids"]) <= 6 for f in by["strw"]) and all(3 <= len(f["node_ids"]) <= 4 for f in by["sids"])
+    # DTRW: "Orvik Theatre" and "Orvik" rank each other first; "Dalmen Lines" has no related page
+    assert {(f["page_ids"][0], f["second_page_id"]) for f in by["dtrw"]} == {("p1", "p2"), ("p2", "p1")}
+    assert report["samplers"]["dtrw"]["skipped"]["no_related_page"] == 1
+    assert [f["conversation_id"] for f in by["lds"]] == ["lds-0", "lds-1", "lds-2"]
+    assert all(len(set(f["node_ids"])) == len(f["node_ids"]) for f in flows)  # a section is never asked twice
+    # a page at most once per sampler
+    assert all(len({f["page_ids"][0] for f in v}) == len(v) for v in by.values())
+    assert report["conversations"] == len(flows) == 3 + 1 + 3 + 2
+    again, _ = sample_flows(trees, want, turns, seed=3)
+    assert again == flows
+    other, _ = sample_flows(trees, want, turns, seed=4)
+    assert other != flows
+    # one sampler's count does not change another's flows
+    more, _ = sample_flows(trees, {**want, "lds": 1}, turns, seed=3)
+    assert [f for f in more if f["flow"] == "STRW"] == by["strw"]
+
+
+def _task(conv, turn, flow, q, resp, gold):
+    return TurnTask(task_id=f"{conv}_{turn}", benchmark="b", conversation_id=conv, turn=turn, history=[],
+                    question=q, reference_answers=[resp], gold_docs=gold, labels={"flow": flow, "domain": "coral"})
+
+
+def test_structure_table_hand_computed():
+    tasks = [_task("a", 1, "LDS", "one two three", "r r", {"d1": 1, "d2": 1}),
+             _task("a", 2, "LDS", "one", "r r r r", {}),
+             _task("b", 1, "LDS", "one two", "r", {"d3": 1, "d4": 0}),
+             _task("c", 1, "DTRW", "w w w w", "r r r r r r", {"d1": 2})]
+    t = A.structure_table(tasks).set_index("flow")
+    assert list(t.index) == ["LDS", "DTRW", "all"]
+    lds = t.loc["LDS"]
+    assert (lds.conversations, lds.turns, lds.turns_mean, lds.turns_min, lds.turns_max) == (2, 3, 1.5, 1, 2)
+    assert lds.question_words == pytest.approx(2.0) and lds.response_words == pytest.approx(7 / 3, abs=0.05)
+    assert lds.gold_per_turn == pytest.approx(1.0) and lds.turns_with_gold == pytest.approx(2 / 3, abs=1e-3)
+    assert t.loc["all"].conversations == 3 and t.loc["all"].gold_per_turn == pytest.approx(1.0)  # (2+0+1+1)/4
+
+
+def test_retrieval_table_scales_to_percent():
+    scores = pd.DataFrame([{"task_id": f"t{i}", "retriever": "bm25", "policy": p, "measure": m, "value": v}
+                           for i, (p, m, v) in enumerate([("current", "RR", 0.5), ("current", "RR", 0.25),
+                                                          ("current", "R@20", 1.0), ("current", "R@20", 0.0),
+                                                          ("rewrite", "RR", 1.0), ("rewrite", "R@20", 1.0)])])
+    scores.loc[[1, 3], "task_id"] = ["t0", "t2"]  # two turns per measure for "current"
+    t = A.retrieval_table(scores).set_index("policy")
+    assert t.loc["current", "RR"] == pytest.approx(37.5) and t.loc["current", "R@20"] == pytest.approx(50.0)
+    assert t.loc["rewrite", "RR"] == 100.0 and t.loc["current", "query"] == "last question"
+
+
+TEST_CONFIG = yaml.safe_load((REPO_ROOT / "config" / "tests" / "coral.yaml").read_text())
+RETRIEVERS = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())["retrievers"]
+
+
+def _validate(change=None):
+    cfg = copy.deepcopy({"retrievers": RETRIEVERS, "studies": ["coral"],
+                         **{k: TEST_CONFIG[k] for k in ("corpora", "coral")}})
+    if change:
+        change(cfg)
+    return validate_config(cfg, source="x.yaml", registry={"smollm2-135m": {}})
+
+
+def test_config_checks_name_the_key():
+    ok = _validate()
+    assert ok["coral"]["contextualise"]["temperature"] == 0.7 and ok["coral"]["world"]["long_share"] == 0.2
+    with pytest.raises(ConfigError, match="exactly one of 'coral.world'"):
+        _validate(lambda c: c["coral"].update(benchmark="anything"))
+    with pytest.raises(ConfigError, match="exactly one of 'coral.world'"):
+        _validate(lambda c: c["coral"].update(world=None))
+    with pytest.raises(ConfigError, match="coral.world.corpus.*kind miniworld"):
+        _validate(lambda c: c["corpora"].update(coral_mini={"kind": "hipporag", "format": "musique",
+                                                             "local": {"questions": "q.json", "corpus": "c.json"}}))
+    with pytest.raises(ConfigError, match=r"coral.world.turns.lds: min 5 > max 3"):
+        _validate(lambda c: c["coral"]["world"].update(turns={"lds": [5, 3]}))
+    with pytest.raises(ConfigError, match="coral.retrievers"):
+        _validate(lambda c: c["coral"].update(retrievers=["bm26"]))
+    with pytest.raises(ConfigError, match="coral.contextualise.model"):
+        _validate(lambda c: c["coral"]["contextualise"].update(model="gpt-9"))

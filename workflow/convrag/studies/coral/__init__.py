@@ -1,0 +1,94 @@
+"""coral: *CORAL: Benchmarking Multi-turn Conversational Retrieval-Augmented Generation*
+(Cheng et al. 2024, arXiv 2410.23090).
+
+The paper's construction (section 3) from Wikipedia-like pages: title trees, the four
+conversation-flow samplers, the two-step LLM contextualisation (``convrag coral pages | flows |
+contextualise``), with the statistics per conversation structure (Table 4); conversational
+retrieval (Table 2: MRR, MAP, NDCG@3, Recall@20, Recall@100 per retriever and query policy),
+over the generated world offline or a released CORAL split.
+
+Modules: ``plan`` (the grid), ``paths``, ``wiring`` (rule-file helpers), ``construct`` (pages
+and flows), ``contextualise`` (the LLM steps), ``analyses``, ``targets``, ``cli``
+(``convrag coral ...``).
+"""
+
+from __future__ import annotations
+
+from convrag.studies.base import Study
+
+
+class Coral(Study):
+    key = "coral"
+    title = "CORAL: Benchmarking Multi-turn Conversational Retrieval-Augmented Generation"
+    version = "1"
+
+    def check(self, config, registry, source):
+        from convrag.config import check_names, unknown_name
+        from convrag.errors import ConfigError
+        from convrag.metrics.registry import check_metric_names
+        from convrag.rag.policies import POLICIES
+
+        c = config["coral"]
+        if bool(c["world"]) == bool(c["benchmark"]):
+            raise ConfigError(f"{source}: coral: give exactly one of 'coral.world' (build the conversations from "
+                              "the generated world) and 'coral.benchmark' (a released CORAL split)")
+        if c["world"]:
+            corpus = c["world"]["corpus"]
+            if corpus not in config["corpora"]:
+                raise unknown_name(source, "coral.world.corpus", corpus, config["corpora"])
+            if config["corpora"][corpus]["kind"] != "miniworld":
+                raise ConfigError(f"{source}: coral.world.corpus: corpora.{corpus} must be of kind miniworld "
+                                  f"(the generated world the pages render), not {config['corpora'][corpus]['kind']!r}")
+            for k, (lo, hi) in c["world"]["turns"].items():
+                if lo > hi:
+                    raise ConfigError(f"{source}: coral.world.turns.{k}: min {lo} > max {hi}")
+            if c["contextualise"]["model"] not in registry:
+                raise unknown_name(source, "coral.contextualise.model", c["contextualise"]["model"], registry)
+        else:
+            b = c["benchmark"]
+            if b not in config["benchmarks"]:
+                raise unknown_name(source, "coral.benchmark", b, config["benchmarks"])
+            if config["benchmarks"][b]["kind"] != "coral":
+                raise ConfigError(f"{source}: coral.benchmark: benchmarks.{b} must be of kind coral")
+        check_names(source, "coral.retrievers", c["retrievers"], config["retrievers"])
+        check_names(source, "coral.policies", c["policies"], POLICIES)
+        check_metric_names(c["measures"], "coral.measures", kind="retrieval")
+        if "llm_rewrite" in c["policies"] and c["rewrite"]["model"] not in registry:
+            raise unknown_name(source, "coral.rewrite.model", c["rewrite"]["model"], registry)
+
+    def targets(self):
+        from convrag.studies.coral.targets import TARGETS
+
+        return TARGETS
+
+    def artifacts(self, config, layout):
+        from convrag.studies.coral import paths
+        from convrag.studies.coral.wiring import tasks_file
+
+        return {"tasks": tasks_file(config, layout), "retrieval": paths.retrieval_scores(layout)}
+
+    def outputs(self, config, layout):
+        from convrag.studies.coral.wiring import tasks_file
+
+        return [tasks_file(config, layout)]
+
+    def accounting_files(self, config, layout):
+        from convrag.studies.coral import paths
+        from convrag.studies.coral.plan import constructed, source
+        from convrag.studies.coral.wiring import run_files
+
+        built = [paths.tasks(layout, source(config), "accounting.json")] if constructed(config) else []
+        return built + run_files(config, layout, "accounting.json")
+
+    def plan(self, config):
+        from convrag.studies.coral.plan import model_jobs
+
+        return model_jobs(config)
+
+    def add_cli(self, sub):
+        from convrag.studies.coral.cli import add_cli
+
+        add_cli(sub)
+
+
+STUDY = Coral()

@@ -1,0 +1,53 @@
+"""coral's tables: statistics per conversation structure (the paper's Table 4) and the
+retrieval table (Table 2), from the study's task and score files."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from convrag.studies.coral.plan import FLOWS, POLICY_LABELS
+
+
+def _words(text: str | None) -> int:
+    return len((text or "").split())
+
+
+def structure_table(tasks) -> pd.DataFrame:
+    """Table 4: per conversation-flow sampler, the conversations, turns per conversation (mean,
+    min, max), words per question and per golden response, golden passages per turn and the
+    share of turns that have any; then all flows together."""
+    rows = [{"flow": t.labels.get("flow") or "unknown", "conversation_id": t.conversation_id,
+             "question_words": _words(t.question),
+             "response_words": _words(t.reference_answers[0] if t.reference_answers else ""),
+             "gold": sum(1 for r in t.gold_docs.values() if r > 0)} for t in tasks]
+    if not rows:
+        return pd.DataFrame()
+    df = pd.DataFrame(rows)
+    order = [f for f in FLOWS if f in set(df.flow)] + sorted(set(df.flow) - set(FLOWS))
+
+    def summarise(g: pd.DataFrame) -> dict:
+        turns = g.groupby("conversation_id").size()
+        return {"conversations": int(turns.size), "turns": int(len(g)), "turns_mean": round(float(turns.mean()), 2),
+                "turns_min": int(turns.min()), "turns_max": int(turns.max()),
+                "question_words": round(float(g.question_words.mean()), 1),
+                "response_words": round(float(g.response_words.mean()), 1),
+                "gold_per_turn": round(float(g.gold.mean()), 2), "turns_with_gold": round(float((g.gold > 0).mean()), 3)}
+
+    out = [{"flow": f, **summarise(df[df.flow == f])} for f in order]
+    out.append({"flow": "all", **summarise(df)})
+    return pd.DataFrame(out)
+
+
+def retrieval_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """Table 2: the mean of each measure (x100, as the paper prints them) per retriever and
+    query policy, over the turns that have golden passages."""
+    if scores.empty:
+        return pd.DataFrame()
+    per = (scores.groupby(["retriever", "policy", "measure"], sort=False)
+           .agg(turns=("task_id", "nunique"), value=("value", "mean")).reset_index())
+    per["value"] = (100 * per.value).round(1)
+    wide = per.pivot_table(index=["retriever", "policy", "turns"], columns="measure", values="value",
+                           sort=False)[list(dict.fromkeys(scores.measure))].reset_index()
+    wide.columns.name = None
+    wide.insert(2, "query", wide.policy.map(POLICY_LABELS).fillna(wide.policy))
+    return wide

@@ -1,0 +1,36 @@
+"""Where coral writes its own outputs (under ``<results>/coral/``); arguments may be Snakemake
+patterns."""
+
+from __future__ import annotations
+
+from convrag.layout import Layout
+
+KEY = "coral"
+
+
+def root(L: Layout) -> str:
+    return L.study(KEY)
+
+
+def pages(L: Layout, source: str) -> str:
+    """The generated world rendered as Wikipedia-like HTML pages (one JSON record per page)."""
+    return f"{root(L)}/construction/{source}/pages.jsonl"
+
+
+def flows(L: Layout, source: str, ext: str = "jsonl") -> str:
+    """``jsonl`` (one sampled conversation flow per line), ``report.json`` (counts, skips)."""
+    return f"{root(L)}/construction/{source}/flows.{ext}"
+
+
+def tasks(L: Layout, source: str, ext: str = "jsonl") -> str:
+    """``jsonl`` (the contextualised conversations as TurnTasks), ``accounting.json``, ``report.json``."""
+    return f"{root(L)}/construction/{source}/tasks.{ext}"
+
+
+def run(L: Layout, source: str, retriever: str, policy: str, ext: str = "trec") -> str:
+    """``trec`` (the ranking), ``queries.jsonl``, ``accounting.json``."""
+    return f"{root(L)}/runs/{source}/{retriever}/{policy}.{ext}"
+
+
+def retrieval_scores(L: Layout) -> str:
+    return f"{root(L)}/scores/retrieval.parquet"

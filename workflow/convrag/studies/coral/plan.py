@@ -1,0 +1,51 @@
+"""The coral grid from the validated config block: where its conversations come from (built
+from the generated world's pages, or a released CORAL benchmark), its retrieval runs (one per
+retriever x query policy) and every model-calling job."""
+
+from __future__ import annotations
+
+# The paper's names for the query policies of Table 2 (the registry's names are the keys).
+POLICY_LABELS = {"current": "last question", "rewrite": "golden rewrite", "llm_rewrite": "LLM rewrite",
+                 "history": "all questions"}
+FLOWS = ("LDS", "SIDS", "STRW", "DTRW")
+
+
+def source(config: dict) -> str:
+    """The name the conversations go by: the world's corpus, or the released benchmark."""
+    c = config["coral"]
+    return c["world"]["corpus"] if c.get("world") else c["benchmark"]
+
+
+def constructed(config: dict) -> bool:
+    return bool(config["coral"].get("world"))
+
+
+def domain(config: dict) -> str:
+    """The ``labels.domain`` of the tasks (what ``convrag retrieve --domain`` selects)."""
+    from convrag.data.coral import DOMAIN
+
+    return DOMAIN
+
+
+def index_corpus(config: dict) -> str:
+    """The corpus every run searches: the world's passages, or the benchmark's corpus."""
+    from convrag.data.benchmarks import corpus_id
+
+    return source(config) if constructed(config) else corpus_id(config["coral"]["benchmark"], domain(config))
+
+
+def retrieval_jobs(config: dict) -> list[dict]:
+    c = config["coral"]
+    return [dict(source=source(config), retriever=r, policy=p) for r in c["retrievers"] for p in c["policies"]]
+
+
+def model_jobs(config: dict) -> list[dict]:
+    """Every model-calling job (for sizing): contextualisation, LLM rewrites."""
+    c = config["coral"]
+    jobs = []
+    if constructed(config):
+        jobs.append(dict(stage="contextualise", role="contextualiser", model=c["contextualise"]["model"],
+                         source=source(config)))
+    jobs += [dict(stage="retrieve", role="rewriter", model=c["rewrite"]["model"], **j)
+             for j in retrieval_jobs(config) if j["policy"] == "llm_rewrite"]
+    return jobs

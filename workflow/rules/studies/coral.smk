@@ -1,0 +1,155 @@
+# coral: the paper's construction from the generated world's pages (pages -> flows -> the two
+# LLM steps), then conversational retrieval runs over the turns, scored per turn with
+# ir_measures. Its tables go through the shared report rules (report.smk).
+from convrag.studies.coral import paths as coral_paths
+from convrag.studies.coral import wiring as coral_wiring
+from convrag.studies.coral.plan import constructed as coral_constructed
+from convrag.studies.coral.plan import source as coral_source
+
+CORAL = config["coral"]
+CORAL_BUILT = [coral_source(config)] if coral_constructed(config) else []
+
+
+localrules:
+    coral,
+    coral_pages,
+    coral_flows,
+    score_coral_retrieval,
+
+
+# `snakemake --cores all coral`: this study alone.
+rule coral:
+    input:
+        study_targets("coral"),
+
+
+# The world rendered as Wikipedia-like pages (the same seeded world as the corpus).
+rule coral_pages:
+    output:
+        coral_paths.pages(L, "{source}"),
+    log:
+        "logs/coral/pages/{source}.log",
+    wildcard_constraints:
+        source=alternatives(CORAL_BUILT),
+    conda:
+        CONDA_ENVS["cpu"]
+    params:
+        world=lambda wc: shlex.quote(coral_wiring.world_spec(config)),
+    shell:
+        "convrag coral pages --name {wildcards.source} --world {params.world} --out {output} 2> {log}"
+
+
+# Title trees and the four conversation-flow samplers (seeded; no model).
+rule coral_flows:
+    input:
+        pages=coral_paths.pages(L, "{source}"),
+    output:
+        flows=coral_paths.flows(L, "{source}"),
+        report=coral_paths.flows(L, "{source}", "report.json"),
+    log:
+        "logs/coral/flows/{source}.log",
+    wildcard_constraints:
+        source=alternatives(CORAL_BUILT),
+    conda:
+        CONDA_ENVS["cpu"]
+    params:
+        args=lambda wc: coral_wiring.flows_args(config),
+    shell:
+        "convrag coral flows --pages {input.pages} {params.args} --out {output.flows}"
+        " --report {output.report} 2> {log}"
+
+
+# The two LLM steps: full question from the keyword chain, then its conversational form.
+rule coral_contextualise:
+    input:
+        pages=coral_paths.pages(L, "{source}"),
+        flows=coral_paths.flows(L, "{source}"),
+        prompts=f"{PROMPTS}/{CORAL['contextualise']['prompt']}",
+    output:
+        tasks=coral_paths.tasks(L, "{source}"),
+        accounting=coral_paths.tasks(L, "{source}", "accounting.json"),
+        report=coral_paths.tasks(L, "{source}", "report.json"),
+    log:
+        "logs/coral/contextualise/{source}.log",
+    wildcard_constraints:
+        source=alternatives(CORAL_BUILT),
+    conda:
+        conda_env(models=[CORAL["contextualise"]["model"]])
+    threads: config["threads"]["simulate"]
+    resources:
+        mem_mb=16000,
+        runtime=240,
+        gpu=gpu_resources(CORAL["contextualise"]["model"])["gpu"],
+        gpu_model=gpu_resources(CORAL["contextualise"]["model"]).get("gpu_model", ""),
+    params:
+        args=lambda wc: coral_wiring.contextualise_args(config, REGISTRY, CACHE),
+    shell:
+        "convrag coral contextualise --pages {input.pages} --flows {input.flows} --prompts {input.prompts}"
+        " {params.args} --threads {threads} --out {output.tasks} --accounting {output.accounting}"
+        " --report {output.report} 2> {log}"
+
+
+# Table 2: one run per retriever x query policy over every turn.
+rule coral_retrieve:
+    input:
+        unpack(
+            lambda wc: coral_wiring.retrieve_inputs(
+                config, L, PROMPTS, wc.retriever, wc.policy
+            )
+        ),
+    output:
+        run=coral_paths.run(L, "{source}", "{retriever}", "{policy}"),
+        queries=coral_paths.run(
+            L, "{source}", "{retriever}", "{policy}", "queries.jsonl"
+        ),
+        accounting=coral_paths.run(
+            L, "{source}", "{retriever}", "{policy}", "accounting.json"
+        ),
+    log:
+        "logs/coral/retrieve/{source}/{retriever}/{policy}.log",
+    wildcard_constraints:
+        source=alternatives([coral_source(config)]),
+        retriever=alternatives(CORAL["retrievers"]),
+        policy=alternatives(CORAL["policies"]),
+    conda:
+        lambda wc: conda_env(
+            models=coral_wiring.models(config, wc.retriever, wc.policy),
+            retriever=wc.retriever,
+        )
+    threads: config["threads"]["index"]
+    resources:
+        mem_mb=16000,
+        runtime=120,
+    params:
+        args=lambda wc: coral_wiring.retrieve_args(
+            config, wc.retriever, wc.policy, REGISTRY, CACHE
+        ),
+        retriever_params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),
+        prompts=lambda wc, input: (
+            f"--rewrite-prompts {input.rewrite_prompts}"
+            if "rewrite_prompts" in input.keys()
+            else ""
+        ),
+    shell:
+        "convrag retrieve --tasks {input.tasks} --index-dir $(dirname {input.index})"
+        " --retriever-params {params.retriever_params} --policy {wildcards.policy} {params.args} {params.prompts}"
+        " --threads {threads} --out-run {output.run} --out-queries {output.queries}"
+        " --accounting {output.accounting} 2> {log}"
+
+
+rule score_coral_retrieval:
+    input:
+        tasks=coral_wiring.tasks_file(config, L),
+        runs=coral_wiring.run_files(config, L),
+    output:
+        coral_paths.retrieval_scores(L),
+    log:
+        "logs/coral/score_retrieval.log",
+    conda:
+        CONDA_ENVS["cpu"]
+    params:
+        runs=shlex.quote(coral_wiring.runs_arg(config, L)),
+        measures=" ".join(shlex.quote(m) for m in CORAL["measures"]),
+    shell:
+        "convrag coral score-retrieval --tasks {input.tasks} --runs {params.runs}"
+        " --measures {params.measures} --out {output} 2> {log}"
