@@ -27,3 +27,18 @@ def write_job(files: dict[str, list], accounting_path: str | None, accounting: d
         for p in [*written, *[Path(p) for p in files]]:
             p.unlink(missing_ok=True)
         raise
+
+
+def write_outputs(writes) -> None:
+    """``writes``: [(path, write(path))] in order (the last is what Snakemake checks first);
+    on any error the files already written are removed before the error propagates."""
+    written: list[Path] = []
+    try:
+        for path, write in writes:
+            write(path)
+            written.append(Path(path))
+    except BaseException:
+        for p in written:
+            p.unlink(missing_ok=True)
+        raise
+

@@ -100,6 +100,19 @@ class _Run:
         return SearchResult([r[:k] for r in self.rankings])
 
 
+def ranked_passages(tasks: list[TurnTask], run: dict[str, dict[str, float]], corpus: dict[str, Passage],
+                    k: int) -> dict[str, list[Passage]]:
+    """Each task's top ``k`` passages of a TREC run (best first), looked up in ``corpus``; a
+    ranked doc id the corpus lacks is an error naming it."""
+    out = {}
+    for t, ranking in zip(tasks, _Run(tasks, run).search(None, k)):
+        missing = [d for d, _ in ranking if d not in corpus]
+        if missing:
+            raise DataError(f"the retrieval run ranks doc '{missing[0]}' for task '{t.task_id}', which the corpus lacks")
+        out[t.task_id] = [corpus[d] for d, _ in ranking]
+    return out
+
+
 def reference_passages(tasks: list[TurnTask]) -> dict[str, Passage]:
     out = {}
     for t in tasks:

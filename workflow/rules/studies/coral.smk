@@ -153,3 +153,79 @@ rule score_coral_retrieval:
     shell:
         "convrag coral score-retrieval --tasks {input.tasks} --runs {params.runs}"
         " --measures {params.measures} --out {output} 2> {log}"
+
+
+# Table 3: one job per model x history strategy; the passages are the top of the configured
+# retrieval run (no second search), the history as the strategy shapes it.
+rule coral_answer:
+    input:
+        unpack(lambda wc: coral_wiring.answer_inputs(config, L, PROMPTS)),
+    output:
+        answers=coral_paths.answers(L, "{source}", "{model}", "{strategy}"),
+        report=coral_paths.answers(
+            L, "{source}", "{model}", "{strategy}", "report.json"
+        ),
+        accounting=coral_paths.answers(
+            L, "{source}", "{model}", "{strategy}", "accounting.json"
+        ),
+    log:
+        "logs/coral/answer/{source}/{model}/{strategy}.log",
+    wildcard_constraints:
+        source=alternatives([coral_source(config)]),
+        model=alternatives(CORAL["generation"]["models"]),
+        strategy=alternatives(CORAL["generation"]["strategies"]),
+    conda:
+        lambda wc: conda_env(
+            models=coral_wiring.generation_models(config, wc.model, wc.strategy)
+        )
+    threads: config["threads"]["simulate"]
+    resources:
+        mem_mb=16000,
+        runtime=240,
+        gpu=lambda wc: gpu_resources(wc.model)["gpu"],
+        gpu_model=lambda wc: gpu_resources(wc.model).get("gpu_model", ""),
+    params:
+        args=lambda wc: coral_wiring.answer_args(
+            config, wc.model, wc.strategy, REGISTRY, CACHE
+        ),
+    shell:
+        "convrag coral answer --tasks {input.tasks} --run {input.run} --run-queries {input.queries}"
+        " --corpus {input.corpus} --prompts {input.prompts} --model {wildcards.model}"
+        " --strategy {wildcards.strategy} {params.args} --threads {threads} --out {output.answers}"
+        " --report {output.report} --accounting {output.accounting} 2> {log}"
+
+
+# BLEU-1, ROUGE-L and ALCE's citation recall / precision of one answers file.
+rule coral_evaluate:
+    input:
+        tasks=coral_wiring.tasks_file(config, L),
+        answers=coral_paths.answers(L, "{source}", "{model}", "{strategy}"),
+        prompts=f"{PROMPTS}/coral/nli.yaml",
+    output:
+        scores=coral_paths.evaluation(L, "{source}", "{model}", "{strategy}"),
+        verdicts=coral_paths.evaluation(
+            L, "{source}", "{model}", "{strategy}", "verdicts.jsonl"
+        ),
+        accounting=coral_paths.evaluation(
+            L, "{source}", "{model}", "{strategy}", "accounting.json"
+        ),
+    log:
+        "logs/coral/evaluate/{source}/{model}/{strategy}.log",
+    wildcard_constraints:
+        source=alternatives([coral_source(config)]),
+        model=alternatives(CORAL["generation"]["models"]),
+        strategy=alternatives(CORAL["generation"]["strategies"]),
+    conda:
+        conda_env(models=[CORAL["evaluation"]["nli_model"]])
+    threads: config["threads"]["simulate"]
+    resources:
+        mem_mb=16000,
+        runtime=240,
+        gpu=gpu_resources(CORAL["evaluation"]["nli_model"])["gpu"],
+        gpu_model=gpu_resources(CORAL["evaluation"]["nli_model"]).get("gpu_model", ""),
+    params:
+        args=coral_wiring.evaluate_args(config, REGISTRY, CACHE, PROMPTS),
+    shell:
+        "convrag coral evaluate --tasks {input.tasks} --answers {input.answers} --model {wildcards.model}"
+        " --strategy {wildcards.strategy} {params.args} --threads {threads} --out {output.scores}"
+        " --verdicts {output.verdicts} --accounting {output.accounting} 2> {log}"

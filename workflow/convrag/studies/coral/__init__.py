@@ -55,6 +55,17 @@ class Coral(Study):
         check_metric_names(c["measures"], "coral.measures", kind="retrieval")
         if "llm_rewrite" in c["policies"] and c["rewrite"]["model"] not in registry:
             raise unknown_name(source, "coral.rewrite.model", c["rewrite"]["model"], registry)
+        g = c["generation"]
+        check_names(source, "coral.generation.models", g["models"], registry)
+        if g["models"]:
+            if g["retriever"] is not None and g["retriever"] not in c["retrievers"]:
+                raise unknown_name(source, "coral.generation.retriever", g["retriever"], c["retrievers"])
+            if g["policy"] is not None and g["policy"] not in c["policies"]:
+                raise unknown_name(source, "coral.generation.policy", g["policy"], c["policies"])
+            if g["summary_model"] is not None and g["summary_model"] not in registry:
+                raise unknown_name(source, "coral.generation.summary_model", g["summary_model"], registry)
+            if c["evaluation"]["nli_model"] not in registry:
+                raise unknown_name(source, "coral.evaluation.nli_model", c["evaluation"]["nli_model"], registry)
 
     def targets(self):
         from convrag.studies.coral.targets import TARGETS
@@ -65,20 +76,26 @@ class Coral(Study):
         from convrag.studies.coral import paths
         from convrag.studies.coral.wiring import tasks_file
 
-        return {"tasks": tasks_file(config, layout), "retrieval": paths.retrieval_scores(layout)}
+        from convrag.studies.coral.wiring import evaluation_files
+
+        return {"tasks": tasks_file(config, layout), "retrieval": paths.retrieval_scores(layout),
+                "generation": evaluation_files(config, layout) or None}
 
     def outputs(self, config, layout):
-        from convrag.studies.coral.wiring import tasks_file
+        """The conversations, the answers and their scores are final outputs: deleting one makes
+        Snakemake redo its job (from the LLM cache)."""
+        from convrag.studies.coral.wiring import answer_files, evaluation_files, tasks_file
 
-        return [tasks_file(config, layout)]
+        return [tasks_file(config, layout)] + answer_files(config, layout) + evaluation_files(config, layout)
 
     def accounting_files(self, config, layout):
         from convrag.studies.coral import paths
         from convrag.studies.coral.plan import constructed, source
-        from convrag.studies.coral.wiring import run_files
+        from convrag.studies.coral.wiring import answer_files, evaluation_files, run_files
 
         built = [paths.tasks(layout, source(config), "accounting.json")] if constructed(config) else []
-        return built + run_files(config, layout, "accounting.json")
+        return (built + run_files(config, layout, "accounting.json") + answer_files(config, layout, "accounting.json")
+                + evaluation_files(config, layout, "accounting.json"))
 
     def plan(self, config):
         from convrag.studies.coral.plan import model_jobs

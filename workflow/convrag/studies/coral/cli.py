@@ -50,6 +50,77 @@ def cmd_contextualise(a):
         pool.close()
 
 
+def _read_run(tasks, run_path: str, queries_path: str, corpus_path: str, k: int):
+    """Each task's shown passages: the top ``k`` of the retrieval run (a task searched with no hit
+    has no line in the TREC file and gets none)."""
+    from convrag.io import read_jsonl
+    from convrag.metrics.retrieval import read_trec_run
+    from convrag.rag.replay import ranked_passages
+    from convrag.records import Passage, read_records
+
+    run = read_trec_run(run_path)
+    for q in read_jsonl(queries_path):
+        run.setdefault(q["task_id"], {})
+    return ranked_passages(tasks, run, {p.doc_id: p for p in read_records(corpus_path, Passage)}, k)
+
+
+def cmd_answer(a):
+    import time
+
+    from convrag.io import write_json
+    from convrag.llm.engine import EnginePool
+    from convrag.llm.types import Sampling
+    from convrag.rag.jobs import write_job
+    from convrag.records import TurnTask, read_records
+    from convrag.studies.coral.generate import answer, load_prompts
+
+    set_threads(a.threads)
+    t0 = time.time()
+    tasks = read_records(a.tasks, TurnTask)
+    passages = _read_run(tasks, a.run, a.run_queries, a.corpus, a.top_k)
+    prompts = load_prompts(a.prompts)
+    pool = EnginePool(a.registry, a.cache)
+    try:
+        reader = pool.engine(a.model)
+        summariser = pool.engine(a.summary_model) if a.summary_model else None
+        records, report = answer(reader, tasks, passages, a.strategy, prompts, sampling=Sampling(**a.sampling),
+                                 seed=a.seed, max_history_turns=a.max_history_turns, summary_engine=summariser)
+        acc = {"reader": reader.accounting.to_dict(), "job": {"wall_seconds": round(time.time() - t0, 3)}}
+        if summariser is not None:
+            acc["summariser"] = summariser.accounting.to_dict()
+        write_json(a.report, report)
+        write_job({a.out: records}, a.accounting, acc)
+    finally:
+        pool.close()
+
+
+def cmd_evaluate(a):
+    import time
+
+    from convrag.io import read_jsonl, write_json, write_jsonl, write_parquet
+    from convrag.llm.engine import EnginePool
+    from convrag.metrics.citation import llm_entail, load_nli_prompts
+    from convrag.rag.jobs import write_outputs
+    from convrag.records import TurnTask, read_records
+    from convrag.studies.coral.evaluate import score_answers
+
+    set_threads(a.threads)
+    t0 = time.time()
+    pool = EnginePool(a.registry, a.cache)
+    try:
+        judge = pool.engine(a.nli_model)
+        entail = llm_entail(judge, load_nli_prompts(a.prompts_dir), a.nli_max_tokens)
+        df, summary = score_answers(read_jsonl(a.answers), read_records(a.tasks, TurnTask), entail,
+                                    at_most_citations=a.at_most_citations, first_line=a.first_line)
+        df = df.assign(model=a.model, strategy=a.strategy, nli_model=a.nli_model)
+        acc = {"judge": judge.accounting.to_dict(),
+               "job": {**summary, "nli": entail.summary(), "wall_seconds": round(time.time() - t0, 3)}}
+        write_outputs([(a.verdicts, lambda p: write_jsonl(p, entail.verdicts)),
+                       (a.accounting, lambda p: write_json(p, acc)), (a.out, lambda p: write_parquet(df, p))])
+    finally:
+        pool.close()
+
+
 def cmd_score_retrieval(a):
     from convrag.io import write_parquet
     from convrag.metrics.registry import score_task_runs
@@ -85,6 +156,28 @@ def add_cli(sub) -> None:
     s.add_argument("--top-p", type=float, default=1.0)
     s.add_argument("--tries", type=int, default=5)
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--threads", type=int, default=None)
+
+    s = sub.add_parser("answer", help="answer every turn with cited passages under one history strategy (Table 3)")
+    s.set_defaults(fn=cmd_answer)
+    for k in ("tasks", "run", "run-queries", "corpus", "prompts", "model", "strategy", "registry", "cache", "out",
+              "report", "accounting"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--top-k", type=int, default=5)
+    s.add_argument("--sampling", type=json_arg, default={}, help="JSON {temperature, top_p, max_tokens}")
+    s.add_argument("--max-history-turns", type=int, default=None)
+    s.add_argument("--summary-model", default=None, help="llm_summary: the registry model that summarises")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--threads", type=int, default=None)
+
+    s = sub.add_parser("evaluate", help="BLEU-1, ROUGE-L and ALCE citation recall / precision of one answers file")
+    s.set_defaults(fn=cmd_evaluate)
+    for k in ("tasks", "answers", "model", "strategy", "nli-model", "registry", "cache", "prompts-dir", "out",
+              "verdicts", "accounting"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--nli-max-tokens", type=int, default=8)
+    s.add_argument("--at-most-citations", type=int, default=3)
+    s.add_argument("--first-line", action="store_true", help="score only the first line of a response (ALCE)")
     s.add_argument("--threads", type=int, default=None)
 
     s = sub.add_parser("score-retrieval", help="score every retrieval run per turn with ir_measures into Parquet")

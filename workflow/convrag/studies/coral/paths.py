@@ -32,5 +32,15 @@ def run(L: Layout, source: str, retriever: str, policy: str, ext: str = "trec") 
     return f"{root(L)}/runs/{source}/{retriever}/{policy}.{ext}"
 
 
+def answers(L: Layout, source: str, model: str, strategy: str, ext: str = "jsonl") -> str:
+    """``jsonl`` (one answer record per turn), ``report.json``, ``accounting.json``."""
+    return f"{root(L)}/answers/{source}/{model}/{strategy}.{ext}"
+
+
+def evaluation(L: Layout, source: str, model: str, strategy: str, ext: str = "parquet") -> str:
+    """``parquet`` (metrics per turn), ``verdicts.jsonl`` (every NLI verdict), ``accounting.json``."""
+    return f"{root(L)}/evaluation/{source}/{model}/{strategy}.{ext}"
+
+
 def retrieval_scores(L: Layout) -> str:
     return f"{root(L)}/scores/retrieval.parquet"

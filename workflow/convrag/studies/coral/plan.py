@@ -39,8 +39,23 @@ def retrieval_jobs(config: dict) -> list[dict]:
     return [dict(source=source(config), retriever=r, policy=p) for r in c["retrievers"] for p in c["policies"]]
 
 
+def generation_run(config: dict) -> tuple[str, str]:
+    """(retriever, policy) of the run whose passages the generator sees: the configured one,
+    else the first retriever with the golden rewrite (else the first policy)."""
+    c = config["coral"]
+    g = c["generation"]
+    policy = g["policy"] or ("rewrite" if "rewrite" in c["policies"] else c["policies"][0])
+    return g["retriever"] or c["retrievers"][0], policy
+
+
+def generation_jobs(config: dict) -> list[dict]:
+    g = config["coral"]["generation"]
+    return [dict(source=source(config), model=m, strategy=s) for m in g["models"] for s in g["strategies"]]
+
+
 def model_jobs(config: dict) -> list[dict]:
-    """Every model-calling job (for sizing): contextualisation, LLM rewrites."""
+    """Every model-calling job (for sizing): contextualisation, LLM rewrites, answers (with the
+    history summaries of llm_summary), NLI judging."""
     c = config["coral"]
     jobs = []
     if constructed(config):
@@ -48,4 +63,10 @@ def model_jobs(config: dict) -> list[dict]:
                          source=source(config)))
     jobs += [dict(stage="retrieve", role="rewriter", model=c["rewrite"]["model"], **j)
              for j in retrieval_jobs(config) if j["policy"] == "llm_rewrite"]
+    g, nli = c["generation"], c["evaluation"]["nli_model"]
+    for j in generation_jobs(config):
+        jobs.append(dict(stage="answer", role="reader", **j))
+        if j["strategy"] == "llm_summary":
+            jobs.append(dict(stage="answer", role="summariser", **{**j, "model": g["summary_model"] or j["model"]}))
+        jobs.append(dict(stage="evaluate", role="judge", **{**j, "judge": nli}))
     return jobs

@@ -6,7 +6,8 @@ import json
 
 from convrag.layout import Layout
 from convrag.studies.coral import paths
-from convrag.studies.coral.plan import constructed, domain, index_corpus, retrieval_jobs, source
+from convrag.studies.coral.plan import (constructed, domain, generation_jobs, generation_run, index_corpus,
+                                        retrieval_jobs, source)
 
 
 def tasks_file(config: dict, L: Layout) -> str:
@@ -63,3 +64,43 @@ def models(config: dict, retriever: str, policy: str) -> list[str]:
     from convrag.rag.retrieve import retrieve_models
 
     return retrieve_models(config, retriever, policy, config["coral"]["rewrite"])
+
+
+def answer_files(config: dict, L: Layout, ext: str = "jsonl") -> list[str]:
+    return [paths.answers(L, j["source"], j["model"], j["strategy"], ext) for j in generation_jobs(config)]
+
+
+def evaluation_files(config: dict, L: Layout, ext: str = "parquet") -> list[str]:
+    return [paths.evaluation(L, j["source"], j["model"], j["strategy"], ext) for j in generation_jobs(config)]
+
+
+def answer_inputs(config: dict, L: Layout, prompts_dir: str) -> dict:
+    """The turns, the ranking (and its queries) whose passages are shown, the corpus, the prompt."""
+    retriever, policy = generation_run(config)
+    s = source(config)
+    return {"tasks": tasks_file(config, L), "run": paths.run(L, s, retriever, policy),
+            "queries": paths.run(L, s, retriever, policy, "queries.jsonl"), "corpus": L.corpus(index_corpus(config)),
+            "prompts": f"{prompts_dir}/{config['coral']['generation']['prompt']}"}
+
+
+def answer_args(config: dict, model: str, strategy: str, registry: str, cache: str) -> str:
+    g = config["coral"]["generation"]
+    args = [f"--registry {registry} --cache {cache} --top-k {g['top_k']}",
+            f"--sampling {json.dumps(json.dumps(g['sampling'], sort_keys=True))}"]
+    if g["max_history_turns"]:
+        args.append(f"--max-history-turns {g['max_history_turns']}")
+    if strategy == "llm_summary":
+        args.append(f"--summary-model {g['summary_model'] or model}")
+    return " ".join(args)
+
+
+def evaluate_args(config: dict, registry: str, cache: str, prompts_dir: str) -> str:
+    e = config["coral"]["evaluation"]
+    return (f"--nli-model {e['nli_model']} --nli-max-tokens {e['nli_max_tokens']} --registry {registry} "
+            f"--cache {cache} --prompts-dir {prompts_dir} --at-most-citations {e['at_most_citations']}"
+            + (" --first-line" if e["first_line"] else ""))
+
+
+def generation_models(config: dict, model: str, strategy: str) -> list[str]:
+    g = config["coral"]["generation"]
+    return [model] + ([g["summary_model"]] if strategy == "llm_summary" and g["summary_model"] else [])

@@ -21,11 +21,11 @@ def _score_and_write(items, a, setting: dict, extra=None):
 
     from convrag.io import write_json, write_jsonl, write_parquet
     from convrag.llm.engine import EnginePool
+    from convrag.rag.jobs import write_outputs
     from convrag.studies.mtrag_un.evaluate import bertscore_config, score_items
 
     t0 = time.time()
     pool = EnginePool(a.registry, a.cache)
-    written = []
     try:
         engine = pool.engine(a.judge_model)
         df, verdicts, counts = score_items(items, engine, a.prompts_dir, a.judges, a.max_tokens,
@@ -37,16 +37,8 @@ def _score_and_write(items, a, setting: dict, extra=None):
             df = pd.concat([df.reset_index(drop=True), extra.reset_index(drop=True)], axis=1)
         acc = {"judge": engine.accounting.to_dict(),
                "job": {**counts, "wall_seconds": round(time.time() - t0, 3)}}
-        for path, write in ((a.verdicts, lambda p: write_jsonl(p, verdicts)), (a.accounting, lambda p: write_json(p, acc)),
-                            (a.out, lambda p: write_parquet(df, p))):
-            write(path)
-            written.append(path)
-    except BaseException:
-        from pathlib import Path
-
-        for p in written:
-            Path(p).unlink(missing_ok=True)
-        raise
+        write_outputs([(a.verdicts, lambda p: write_jsonl(p, verdicts)), (a.accounting, lambda p: write_json(p, acc)),
+                       (a.out, lambda p: write_parquet(df, p))])
     finally:
         pool.close()
 
