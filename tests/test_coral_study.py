@@ -117,3 +117,20 @@ def test_config_checks_name_the_key():
         _validate(lambda c: c["coral"].update(retrievers=["bm26"]))
     with pytest.raises(ConfigError, match="coral.contextualise.model"):
         _validate(lambda c: c["coral"]["contextualise"].update(model="gpt-9"))
+
+
+@pytest.mark.realdata
+def test_table4_on_the_released_sample(shared_data):
+    """The real CORAL sample (8 conversations, 35 turns: Test_a_1..6 are type a, LDS; Test_b_4,
+    Test_b_5 type b, SIDS): counts from its SOURCE.md, gold per turn from its qrels (34 lines)."""
+    from convrag.data.coral import load_coral
+
+    d = shared_data / "coral" / "test"
+    tasks, _ = load_coral(d / "new_test_conversation.sample.json", qrels=d / "new_test_qrel.sample.trec",
+                          rewrites=d / "test_rewrite_new.sample.jsonl", benchmark="coral_sample")
+    t = A.structure_table(tasks).set_index("flow")
+    assert list(t.index) == ["LDS", "SIDS", "all"]
+    assert (t.loc["LDS", "conversations"], t.loc["LDS", "turns"]) == (6, 19)
+    assert (t.loc["SIDS", "conversations"], t.loc["SIDS", "turns"]) == (2, 16)
+    assert t.loc["all", "turns"] == 35
+    assert t.loc["all", "gold_per_turn"] == pytest.approx(34 / 35, abs=0.005)  # one qrels line per gold passage

@@ -58,6 +58,9 @@ class Coral(Study):
         g = c["generation"]
         check_names(source, "coral.generation.models", g["models"], registry)
         if g["models"]:
+            if not c["retrievers"]:
+                raise ConfigError(f"{source}: coral.generation.models: generation shows the passages of a retrieval "
+                                  "run, so coral.retrievers must not be empty")
             if g["retriever"] is not None and g["retriever"] not in c["retrievers"]:
                 raise unknown_name(source, "coral.generation.retriever", g["retriever"], c["retrievers"])
             if g["policy"] is not None and g["policy"] not in c["policies"]:
@@ -78,7 +81,8 @@ class Coral(Study):
 
         from convrag.studies.coral.wiring import evaluation_files
 
-        return {"tasks": tasks_file(config, layout), "retrieval": paths.retrieval_scores(layout),
+        return {"tasks": tasks_file(config, layout),
+                "retrieval": paths.retrieval_scores(layout) if config["coral"]["retrievers"] else None,
                 "generation": evaluation_files(config, layout) or None}
 
     def outputs(self, config, layout):

@@ -45,7 +45,7 @@ def generation_run(config: dict) -> tuple[str, str]:
     c = config["coral"]
     g = c["generation"]
     policy = g["policy"] or ("rewrite" if "rewrite" in c["policies"] else c["policies"][0])
-    return g["retriever"] or c["retrievers"][0], policy
+    return g["retriever"] or (c["retrievers"] or [None])[0], policy
 
 
 def generation_jobs(config: dict) -> list[dict]:
