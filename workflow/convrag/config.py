@@ -171,6 +171,20 @@ def load_config(path: str | Path, registry: dict | None = None) -> dict:
     return validate_config(config, source=str(path), registry=registry)
 
 
+def read_prompt_file(path: str | Path, check=None, what: str = "prompts") -> dict:
+    """A prompt YAML file, checked by ``check(prompts, where)`` so that a missing key fails
+    before any model call."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: {what} not found")
+    prompts = read_yaml(p)
+    if not isinstance(prompts, dict):
+        raise ConfigError(f"{p}: expected a mapping of prompts")
+    if check is not None:
+        check(prompts, str(p))
+    return prompts
+
+
 def read_yaml(path: Path) -> dict:
     try:
         return yaml.safe_load(Path(path).read_text()) or {}

@@ -67,7 +67,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import yaml
 
 from convrag.config import REPO_ROOT
 from convrag.data.coral import DOMAIN, FLOWS, sample_id
@@ -98,13 +97,9 @@ _TOP_KEYS = ("keyword_separator", "earlier_line", "fallback_question")
 def load_prompts(path: str | Path | None = None) -> dict:
     """The prompt file (default :data:`PROMPT_FILE`), checked so that a missing key fails
     before any model call."""
-    p = Path(path) if path is not None else PROMPT_FILE
-    try:
-        prompts = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise ConfigError(f"{p}: CORAL contextualise prompts not found") from e
-    _check_prompts(prompts, str(p))
-    return prompts
+    from convrag.config import read_prompt_file
+
+    return read_prompt_file(path if path is not None else PROMPT_FILE, _check_prompts, "CORAL contextualise prompts")
 
 
 def _check_prompts(prompts: Any, where: str = "prompts") -> None:

@@ -38,7 +38,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import yaml
 
 from convrag.config import REPO_ROOT
 from convrag.errors import ConfigError, DataError
@@ -83,13 +82,9 @@ _TOP_KEYS = ("system", "passage", "passage_untitled", "no_passages", "user_line"
 def load_prompts(path: str | Path | None = None) -> dict:
     """The prompt file (default :data:`PROMPT_FILE`), checked so that a missing key fails
     before any model call."""
-    p = Path(path) if path is not None else PROMPT_FILE
-    try:
-        prompts = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise ConfigError(f"{p}: CORAL generation prompts not found") from e
-    check_prompts(prompts, str(p))
-    return prompts
+    from convrag.config import read_prompt_file
+
+    return read_prompt_file(path if path is not None else PROMPT_FILE, check_prompts, "CORAL generation prompts")
 
 
 def check_prompts(prompts: Any, where: str = "prompts") -> None:
