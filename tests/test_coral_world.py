@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from convrag.data.coral_pages import RootTitleIndex, flow_capacity, parse_html_page, sample_flow
-from convrag.data.coral_world import PAGE_KINDS, page_statistics, render_pages, write_coral_world
+from convrag.studies.coral.world import PAGE_KINDS, page_statistics, render_pages, write_coral_world
 from convrag.data.miniworld import build_world
 from convrag.errors import ConfigError
 from convrag.io import read_json

@@ -178,15 +178,11 @@ def cmd_answer(a):
         roles = {"reader": pool.engine(a.model)}
         run = run_queries = corpus = None
         if a.passages == "run":
-            from convrag.io import read_jsonl
-            from convrag.metrics.retrieval import read_trec_run
+            from convrag.rag.replay import read_run
 
             if not (a.run and a.run_queries and a.corpus):
                 raise ConfigError("answer: --passages run needs --run, --run-queries and --corpus")
-            run = read_trec_run(a.run)
-            run_queries = {q["task_id"]: q["query"] for q in read_jsonl(a.run_queries)}
-            for tid in run_queries:  # a task retrieved with no hit has no line in the TREC file
-                run.setdefault(tid, {})
+            run, run_queries = read_run(a.run, a.run_queries)
             corpus = {p.doc_id: p for p in read_records(a.corpus, Passage)}
         retriever = caps = None
         if a.passages == "retrieved":

@@ -100,6 +100,19 @@ class _Run:
         return SearchResult([r[:k] for r in self.rankings])
 
 
+def read_run(run_path, queries_path) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    """A retrieval job's TREC run and its queries (task id -> query); a task searched with no hit
+    has no line in the TREC file and gets an empty ranking."""
+    from convrag.io import read_jsonl
+    from convrag.metrics.retrieval import read_trec_run
+
+    run = read_trec_run(run_path)
+    queries = {q["task_id"]: q["query"] for q in read_jsonl(queries_path)}
+    for tid in queries:
+        run.setdefault(tid, {})
+    return run, queries
+
+
 def ranked_passages(tasks: list[TurnTask], run: dict[str, dict[str, float]], corpus: dict[str, Passage],
                     k: int) -> dict[str, list[Passage]]:
     """Each task's top ``k`` passages of a TREC run (best first), looked up in ``corpus``; a

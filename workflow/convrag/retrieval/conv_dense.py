@@ -32,11 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from convrag.errors import ConfigError, DataError, ModelError
+from convrag.errors import ConfigError, DataError
 from convrag.io import read_json, write_json
 from convrag.records import TurnTask
 from convrag.retrieval.base import passage_text, staging_dir
-from convrag.retrieval.dense import resolve_model
+from convrag.retrieval.dense import load_encoder
 
 STYLES = ("kd", "contrastive")
 TRAINING_JSON = "training.json"
@@ -125,17 +125,8 @@ def _mse_loss(model):
 
 
 def _load(name_or_dir: str, device: str):
-    import torch
-    from sentence_transformers import SentenceTransformer
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        return SentenceTransformer(resolve_model(name_or_dir), device=device)
-    except ConfigError:
-        raise
-    except Exception as e:
-        raise ModelError(f"conv_dense: model '{name_or_dir}' could not be loaded: {e}") from e
+    """A fresh (uncached: it is trained in place) SentenceTransformer."""
+    return load_encoder(name_or_dir, device)
 
 
 def train_session_encoder(examples, *, style: str, base_model: str, out_dir, epochs: int = 1, batch_size: int = 8,

@@ -68,8 +68,8 @@ def resolve_model(name: str) -> str:
     return name
 
 
-@functools.lru_cache(maxsize=2)
-def _encoder(name: str, device: str):
+def load_encoder(name: str, device: str):
+    """A SentenceTransformer by registry name or folder on ``device`` ("auto": CUDA when present)."""
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -81,6 +81,9 @@ def _encoder(name: str, device: str):
         raise
     except Exception as e:
         raise ModelError(f"dense model '{name}' could not be loaded: {e}") from e
+
+
+_encoder = functools.lru_cache(maxsize=2)(load_encoder)  # one loaded encoder per (name, device) per process
 
 
 def encode(texts: list[str], p: dict) -> np.ndarray:

@@ -6,7 +6,7 @@ from convrag.cli import json_arg, set_threads
 
 
 def cmd_pages(a):
-    from convrag.data.coral_world import page_records
+    from convrag.studies.coral.world import page_records
     from convrag.io import write_jsonl
 
     write_jsonl(a.out, page_records(a.name, a.world))
@@ -53,14 +53,10 @@ def cmd_contextualise(a):
 def _read_run(tasks, run_path: str, queries_path: str, corpus_path: str, k: int):
     """Each task's shown passages: the top ``k`` of the retrieval run (a task searched with no hit
     has no line in the TREC file and gets none)."""
-    from convrag.io import read_jsonl
-    from convrag.metrics.retrieval import read_trec_run
-    from convrag.rag.replay import ranked_passages
+    from convrag.rag.replay import ranked_passages, read_run
     from convrag.records import Passage, read_records
 
-    run = read_trec_run(run_path)
-    for q in read_jsonl(queries_path):
-        run.setdefault(q["task_id"], {})
+    run, _ = read_run(run_path, queries_path)
     return ranked_passages(tasks, run, {p.doc_id: p for p in read_records(corpus_path, Passage)}, k)
 
 
