@@ -37,9 +37,12 @@ def load_jobs(workdir: Path) -> list[dict]:
             raise SystemExit(f"{f}: unreadable Snakemake metadata record: {e}") from e
         if rec.get("incomplete") or rec.get("starttime") is None or rec.get("endtime") is None:
             continue
-        key = (rec["rule"], rec.get("job_hash"), rec["starttime"])
+        # one job = one (rule, job hash, end time): the outputs of a job share its end time, while
+        # their recorded start times differ by microseconds
+        key = (rec["rule"], rec.get("job_hash"), rec["endtime"])
         job = jobs.setdefault(key, {"rule": rec["rule"], "outputs": [], "inputs": set(rec.get("input") or []),
                                     "start": rec["starttime"], "end": rec["endtime"]})
+        job["start"] = min(job["start"], rec["starttime"])
         job["outputs"].append(out)
     return sorted(jobs.values(), key=lambda j: j["start"])
 

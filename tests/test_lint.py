@@ -23,12 +23,25 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
-@pytest.mark.parametrize("config", sorted(CONFIGS))
-def test_snakemake_lint_is_clean(config):
-    proc = subprocess.run(
+def _lint(config: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [sys.executable, "-m", "snakemake", "--lint", *CONFIGS[config]],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=_env(),
     )
+
+
+@pytest.fixture(scope="module")
+def lint_results() -> dict:
+    """Every config's lint, run as concurrent processes (each is mostly single-threaded parsing)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1)) as pool:
+        return dict(zip(sorted(CONFIGS), pool.map(_lint, sorted(CONFIGS))))
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_snakemake_lint_is_clean(config, lint_results):
+    proc = lint_results[config]
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "Lints for" not in out, out[-6000:]

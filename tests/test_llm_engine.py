@@ -177,3 +177,38 @@ def test_label_scores_equal_with_and_without_reuse(backend):
         for lab in a.label_logprobs:
             assert a.label_logprobs[lab] == pytest.approx(b.label_logprobs[lab], abs=1e-3)
     assert computed < 0.6 * full_computed  # each prompt once (system prompt once), not once per label
+
+
+def test_preallocated_kv_buffers_give_the_concatenating_cache_texts(backend, monkeypatch):
+    """Decoding into preallocated buffers (prefix_cache.BufferLayer) computes exactly what
+    transformers' concatenating DynamicCache computes: same texts and token counts for greedy
+    and sampled rows that end at different steps (rows leave the batch), with and without a
+    reused prefix."""
+    from convrag.llm.backends import transformers_backend as tb
+    from convrag.llm.prefix_cache import BufferLayer
+
+    system = {"role": "system", "content": "Answer briefly."}
+    reqs = [Request([system, {"role": "user", "content": q}],
+                    sampling=Sampling(temperature=0.8 if i % 2 else 0.0, top_p=0.95, max_tokens=6 + 6 * (i % 3)),
+                    seed=5, sample_index=i) for i, q in enumerate(QUESTIONS)]
+    built = []
+    real = tb.buffered_cache
+
+    def spy(cls, config, room):
+        cache = real(cls, config, room)
+        built.append(cache)
+        return cache
+
+    monkeypatch.setattr(tb, "buffered_cache", spy)
+    buffered = _without_reuse(backend, reqs)
+    assert built and all(isinstance(layer, BufferLayer) for layer in built[0].layers)
+    monkeypatch.setattr(tb, "buffered_cache", lambda cls, config, room: cls(config=config))
+    plain = _without_reuse(backend, reqs)
+    assert [r.text for r in buffered] == [r.text for r in plain]
+    assert [r.completion_tokens for r in buffered] == [r.completion_tokens for r in plain]
+    assert len({r.completion_tokens for r in plain}) > 1
+    monkeypatch.setattr(tb, "buffered_cache", real)
+    backend.set_prefix_reuse(True)
+    backend.generate(reqs[:3])  # stores those prompts: the next call reuses them into its buffers
+    reused = backend.generate(reqs)
+    assert [r.text for r in reused] == [r.text for r in plain]

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from convrag.errors import ConfigError, ModelError
-from convrag.llm.prefix_cache import PrefixStore, padded_cache, row_kv
+from convrag.llm.prefix_cache import PrefixStore, buffered_cache, padded_cache, row_kv
 from convrag.llm.registry import ModelSpec
 from convrag.llm.types import Request, Response
 
@@ -192,7 +192,7 @@ class TransformersBackend:
         reason: list[str | None] = [None] * len(rows)
         active = list(range(len(rows)))
         with torch.inference_mode():
-            cache, mask, logits = self._prefill(prompts)
+            cache, mask, logits = self._prefill(prompts, room=max(r.sampling.max_tokens for r in rows))
             logits = logits[:, -1, :]
             step = 0
             while active:
@@ -244,11 +244,12 @@ class TransformersBackend:
         """Turn prompt-prefix reuse on or off (every token computed); the store is kept."""
         self.prefix_reuse = bool(on)
 
-    def _prefill(self, seqs: list[list[int]], min_new: int = 1, keep: int = 1):
+    def _prefill(self, seqs: list[list[int]], min_new: int = 1, keep: int = 1, room: int = 0):
         """One forward pass over the batch's prompts; returns (cache, mask, logits of the last
         ``keep`` positions). Each row starts from the longest stored prefix of its sequence
         (leaving at least ``min_new`` tokens to compute); a common prefix of the batch that no
-        entry covers is computed once and stored first. Layout: [pads][reused][pads][new]."""
+        entry covers is computed once and stored first. Layout: [pads][reused][pads][new].
+        The cache's buffers hold ``room`` more positions, for the decode steps to write in place."""
         torch = self.torch
         from transformers import DynamicCache
 
@@ -267,8 +268,8 @@ class TransformersBackend:
         for i, (_, n) in enumerate(parts):
             pre_mask[i, width - n:] = 1 if n else 0
         mask = torch.cat([pre_mask, new_mask], dim=1)
-        cache = (padded_cache(DynamicCache, self.model.config, parts, width, ids) if width
-                 else DynamicCache(config=self.model.config))
+        cache = buffered_cache(DynamicCache, self.model.config, room=ids.shape[1] + room)
+        cache = padded_cache(cache, parts, width, ids)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos[:, width:], use_cache=True,
                             logits_to_keep=keep, **{self.cache_kw: cache}).logits
