@@ -134,3 +134,65 @@ def test_table4_on_the_released_sample(shared_data):
     assert (t.loc["SIDS", "conversations"], t.loc["SIDS", "turns"]) == (2, 16)
     assert t.loc["all", "turns"] == 35
     assert t.loc["all", "gold_per_turn"] == pytest.approx(34 / 35, abs=0.005)  # one qrels line per gold passage
+
+
+def test_sweep_config_checks_and_wiring():
+    from convrag.studies.coral.plan import model_jobs, sweep_jobs
+    from convrag.studies.coral.wiring import answer_args, evaluation_files, generation_models, strategies
+    from convrag.layout import Layout
+
+    sweep = {"m": [1, 2], "turn": 4, "conversations": 3}
+    cfg = _validate(lambda c: c["coral"]["generation"].update(history_sweep=sweep))
+    assert cfg["coral"]["generation"]["history_sweep"]["strategy"] == "raw_context"
+    assert [j["strategy"] for j in sweep_jobs(cfg)] == ["history_m1", "history_m2"]
+    assert strategies(cfg)[-2:] == ["history_m1", "history_m2"]
+    args = answer_args(cfg, "smollm2-135m", "history_m2", "R", "C")
+    assert "--strategy raw_context" in args and "--max-history-turns 2 --at-turn 4 --conversations 3" in args
+    assert "--at-turn" not in answer_args(cfg, "smollm2-135m", "rewrite", "R", "C")
+    assert generation_models(cfg, "smollm2-135m", "history_m1") == ["smollm2-135m"]
+    L = Layout(cfg["results_dir"])
+    t3, sw = evaluation_files(cfg, L, sweep=False), evaluation_files(cfg, L, sweep=True)
+    assert all("history_m" not in f for f in t3) and len(sw) == 2 and all("history_m" in f for f in sw)
+    roles = [(j["stage"], j["strategy"]) for j in model_jobs(cfg) if j["stage"] == "answer"]
+    assert ("answer", "history_m2") in roles
+    with pytest.raises(ConfigError, match=r"history_sweep.m: 4 earlier turns cannot precede turn 4"):
+        _validate(lambda c: c["coral"]["generation"].update(history_sweep={**sweep, "m": [1, 4]}))
+    with pytest.raises(ConfigError, match="repeated"):
+        _validate(lambda c: c["coral"]["generation"].update(history_sweep={**sweep, "m": [1, 1]}))
+    with pytest.raises(ConfigError, match="coral.evaluation.compare_model"):
+        _validate(lambda c: c["coral"].update(evaluation={"compare_model": "gpt-9"}))
+
+
+def _turn(cid: str, turn: int) -> TurnTask:
+    return TurnTask(task_id=f"{cid}-{turn}", benchmark="b", conversation_id=cid, turn=turn, history=[],
+                    question=f"q{turn}")
+
+
+def test_at_turn_takes_the_first_conversations_that_reach_it():
+    from convrag.studies.coral.generate import at_turn
+
+    tasks = [_turn(c, t) for c, n in (("c3", 5), ("c1", 4), ("c2", 2), ("c4", 4)) for t in range(1, n + 1)]
+    got = at_turn(tasks, 4, 2)
+    assert [(t.conversation_id, t.turn) for t in got] == [("c1", 4), ("c3", 4)]  # c2 never reaches turn 4
+    assert [t.conversation_id for t in at_turn(tasks, 4, 50)] == ["c1", "c3", "c4"]
+    assert at_turn(tasks, 9, 5) == []
+
+
+def test_history_sweep_and_generator_size_tables():
+    rows = [{"model": "m", "strategy": "raw_context", "max_history_turns": m, "bleu1": b, "rougeL": r,
+             "citation_recall": 1.0, "citation_precision": 0.5, "citation_skipped": False, "prompt_tokens": p,
+             "comparison": c}
+            for m, b, r, p, c in [(2, 0.2, 0.4, 100, "win"), (2, 0.4, 0.2, 120, "lose"), (4, 0.1, 0.1, 200, "draw"),
+                                  (4, 0.3, 0.5, 220, None)]]
+    t = A.history_sweep_table(pd.DataFrame(rows))
+    assert list(t.m) == [2, 4]
+    r2, r4 = t.iloc[0], t.iloc[1]
+    assert r2.bleu1 == pytest.approx(30.0) and r2.rougeL == pytest.approx(30.0) and r2.input_tokens == 110
+    assert r2.win == 50.0 and r2.lose == 50.0 and r2.compared == 2 and r2.tasks == 2
+    assert r4.draw == 100.0 and r4.compared == 1 and r4.rougeL == pytest.approx(30.0)
+    t3 = pd.DataFrame([{"model": "big", "strategy": "rewrite", "rougeL": 30.0},
+                       {"model": "small", "strategy": "rewrite", "rougeL": 20.0},
+                       {"model": "api", "strategy": "rewrite", "rougeL": 40.0}])
+    g = A.generator_size_table(t3, {"big": 7.6, "small": 0.5, "api": None})
+    assert list(g.model) == ["small", "big", "api"] and list(g.columns[:2]) == ["model", "params_b"]
+    assert g.params_b.isna().tolist() == [False, False, True]

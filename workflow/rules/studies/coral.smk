@@ -156,7 +156,8 @@ rule score_coral_retrieval:
 
 
 # Table 3: one job per model x history strategy; the passages are the top of the configured
-# retrieval run (no second search), the history as the strategy shapes it.
+# retrieval run (no second search), the history as the strategy shapes it. Figure 4's sweep:
+# one job per model x history length m (strategy wildcard history_m<m>), at one turn only.
 rule coral_answer:
     input:
         unpack(lambda wc: coral_wiring.answer_inputs(config, L, PROMPTS)),
@@ -173,7 +174,7 @@ rule coral_answer:
     wildcard_constraints:
         source=alternatives([coral_source(config)]),
         model=alternatives(CORAL["generation"]["models"]),
-        strategy=alternatives(CORAL["generation"]["strategies"]),
+        strategy=alternatives(coral_wiring.strategies(config)),
     conda:
         lambda wc: conda_env(
             models=coral_wiring.generation_models(config, wc.model, wc.strategy)
@@ -191,16 +192,18 @@ rule coral_answer:
     shell:
         "convrag coral answer --tasks {input.tasks} --run {input.run} --run-queries {input.queries}"
         " --corpus {input.corpus} --prompts {input.prompts} --model {wildcards.model}"
-        " --strategy {wildcards.strategy} {params.args} --threads {threads} --out {output.answers}"
+        " {params.args} --threads {threads} --out {output.answers}"
         " --report {output.report} --accounting {output.accounting} 2> {log}"
 
 
-# BLEU-1, ROUGE-L and ALCE's citation recall / precision of one answers file.
+# BLEU-1, ROUGE-L, ALCE's citation recall / precision and win / draw / lose against the golden
+# response of one answers file.
 rule coral_evaluate:
     input:
         tasks=coral_wiring.tasks_file(config, L),
         answers=coral_paths.answers(L, "{source}", "{model}", "{strategy}"),
         prompts=f"{PROMPTS}/coral/nli.yaml",
+        pairwise=f"{PROMPTS}/coral/pairwise.yaml",
     output:
         scores=coral_paths.evaluation(L, "{source}", "{model}", "{strategy}"),
         verdicts=coral_paths.evaluation(
@@ -214,15 +217,19 @@ rule coral_evaluate:
     wildcard_constraints:
         source=alternatives([coral_source(config)]),
         model=alternatives(CORAL["generation"]["models"]),
-        strategy=alternatives(CORAL["generation"]["strategies"]),
+        strategy=alternatives(coral_wiring.strategies(config)),
     conda:
-        conda_env(models=[CORAL["evaluation"]["nli_model"]])
+        (
+            CONDA_ENVS["vllm-gpu"]
+            if CORAL["evaluation"]["nli"] == "true_t5"
+            else conda_env(models=coral_wiring.evaluation_models(config))
+        )
     threads: config["threads"]["simulate"]
     resources:
         mem_mb=16000,
         runtime=240,
-        gpu=gpu_resources(CORAL["evaluation"]["nli_model"])["gpu"],
-        gpu_model=gpu_resources(CORAL["evaluation"]["nli_model"]).get("gpu_model", ""),
+        gpu=coral_wiring.evaluate_gpu(config, gpu_resources)["gpu"],
+        gpu_model=coral_wiring.evaluate_gpu(config, gpu_resources).get("gpu_model", ""),
     params:
         args=coral_wiring.evaluate_args(config, REGISTRY, CACHE, PROMPTS),
     shell:

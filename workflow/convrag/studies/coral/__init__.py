@@ -4,12 +4,15 @@
 The paper's construction (section 3) from Wikipedia-like pages: title trees, the four
 conversation-flow samplers, the two-step LLM contextualisation (``convrag coral pages | flows |
 contextualise``), with the statistics per conversation structure (Table 4); conversational
-retrieval (Table 2: MRR, MAP, NDCG@3, Recall@20, Recall@100 per retriever and query policy),
-over the generated world offline or a released CORAL split.
+retrieval (Table 2: MRR, MAP, NDCG@3, Recall@20, Recall@100 per retriever and query policy);
+generation with citations under four history strategies (Table 3: BLEU-1, ROUGE-L, ALCE
+citation recall / precision, win / draw / lose against the golden response), against generator
+size (Table 5, Figure 3) and history length (Figure 4); over the generated world offline or a
+released CORAL split.
 
 Modules: ``plan`` (the grid), ``paths``, ``wiring`` (rule-file helpers), ``construct`` (pages
-and flows), ``contextualise`` (the LLM steps), ``analyses``, ``targets``, ``cli``
-(``convrag coral ...``).
+and flows), ``contextualise`` (the LLM steps), ``generate`` (answers), ``evaluate`` (scores),
+``judges`` (the pairwise judge), ``analyses``, ``targets``, ``cli`` (``convrag coral ...``).
 """
 
 from __future__ import annotations
@@ -69,6 +72,15 @@ class Coral(Study):
                 raise unknown_name(source, "coral.generation.summary_model", g["summary_model"], registry)
             if c["evaluation"]["nli_model"] not in registry:
                 raise unknown_name(source, "coral.evaluation.nli_model", c["evaluation"]["nli_model"], registry)
+            cm = c["evaluation"]["compare_model"]
+            if c["evaluation"]["compare"] and cm is not None and cm not in registry:
+                raise unknown_name(source, "coral.evaluation.compare_model", cm, registry)
+            sw = g["history_sweep"]
+            if sw and len(set(sw["m"])) != len(sw["m"]):
+                raise ConfigError(f"{source}: coral.generation.history_sweep.m: repeated values {sw['m']}")
+            if sw and max(sw["m"]) >= sw["turn"]:
+                raise ConfigError(f"{source}: coral.generation.history_sweep.m: {max(sw['m'])} earlier turns cannot "
+                                  f"precede turn {sw['turn']} (at most {sw['turn'] - 1})")
 
     def targets(self):
         from convrag.studies.coral.targets import TARGETS
@@ -83,7 +95,19 @@ class Coral(Study):
 
         return {"tasks": tasks_file(config, layout),
                 "retrieval": paths.retrieval_scores(layout) if config["coral"]["retrievers"] else None,
-                "generation": evaluation_files(config, layout) or None}
+                "generation": evaluation_files(config, layout, sweep=False) or None,
+                "history_sweep": evaluation_files(config, layout, sweep=True) or None}
+
+    def context(self, config):
+        """Each answering model's size (registry ``params_b``) for Table 5 / Figure 3."""
+        from pathlib import Path
+
+        from convrag.config import REPO_ROOT
+        from convrag.llm.registry import load_registry
+
+        path = Path(config["models_registry"])
+        registry = load_registry(path if path.is_absolute() else REPO_ROOT / path)
+        return {"sizes": {m: registry[m].params_b for m in config["coral"]["generation"]["models"]}}
 
     def outputs(self, config, layout):
         """The conversations, the answers and their scores are final outputs: deleting one makes

@@ -1,5 +1,6 @@
-"""coral's tables: statistics per conversation structure (the paper's Table 4) and the
-retrieval table (Table 2), from the study's task and score files."""
+"""coral's tables: statistics per conversation structure (the paper's Table 4), the retrieval
+table (Table 2), generation against generator size (Table 5 / Figure 3) and against history
+length (Figure 4), from the study's task and score files."""
 
 from __future__ import annotations
 
@@ -51,3 +52,32 @@ def retrieval_table(scores: pd.DataFrame) -> pd.DataFrame:
     wide.columns.name = None
     wide.insert(2, "query", wide.policy.map(POLICY_LABELS).fillna(wide.policy))
     return wide
+
+
+def generator_size_table(table3: pd.DataFrame, sizes: dict) -> pd.DataFrame:
+    """Table 5 / Figure 3: Table 3's rows with each model's size (billions of parameters, from
+    the registry's ``params_b``; NaN when undisclosed), smallest model first."""
+    if table3.empty:
+        return table3.assign(params_b=pd.Series(dtype=float))
+    out = table3.assign(params_b=table3["model"].map(lambda m: sizes.get(m)).astype(float))
+    cols = ["model", "params_b"] + [c for c in table3.columns if c != "model"]
+    return out[cols].sort_values(["params_b", "model"], kind="stable", na_position="last").reset_index(drop=True)
+
+
+def history_sweep_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """Figure 4: per answering model and history length m (the last m earlier turns shown), the
+    answers' BLEU-1 and ROUGE-L (x100), win / draw / lose against the golden response (% of the
+    decided comparisons), the mean input tokens and the number of answered turns."""
+    from convrag.studies.coral.evaluate import table3
+
+    if scores.empty:
+        return pd.DataFrame(columns=["model", "m", "bleu1", "rougeL", "win", "draw", "lose", "compared",
+                                     "input_tokens", "tasks"])
+    rows = []
+    for (model, m), g in scores.groupby(["model", "max_history_turns"], sort=True):
+        t = table3(g.assign(strategy=f"m={int(m)}")).iloc[0]
+        rows.append({"model": model, "m": int(m), "bleu1": t["bleu1"], "rougeL": t["rougeL"], "win": t["win"],
+                     "draw": t["draw"], "lose": t["lose"], "compared": int(t["compared"]),
+                     "input_tokens": t["input_tokens"], "tasks": int(t["tasks"])})
+    return pd.DataFrame(rows)
+

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from convrag.cli import json_arg, set_threads
 
 
@@ -68,11 +70,13 @@ def cmd_answer(a):
     from convrag.llm.types import Sampling
     from convrag.rag.jobs import write_job
     from convrag.records import TurnTask, read_records
-    from convrag.studies.coral.generate import answer, load_prompts
+    from convrag.studies.coral.generate import answer, at_turn, load_prompts
 
     set_threads(a.threads)
     t0 = time.time()
     tasks = read_records(a.tasks, TurnTask)
+    if a.at_turn is not None:  # Figure 4: one turn of the first n conversations that reach it
+        tasks = at_turn(tasks, a.at_turn, a.conversations)
     passages = _read_run(tasks, a.run, a.run_queries, a.corpus, a.top_k)
     prompts = load_prompts(a.prompts)
     pool = EnginePool(a.registry, a.cache)
@@ -84,6 +88,9 @@ def cmd_answer(a):
         acc = {"reader": reader.accounting.to_dict(), "job": {"wall_seconds": round(time.time() - t0, 3)}}
         if summariser is not None:
             acc["summariser"] = summariser.accounting.to_dict()
+        if a.at_turn is not None:
+            report["selection"] = {"turn": a.at_turn, "conversations_asked": a.conversations,
+                                   "conversations": len({t.conversation_id for t in tasks})}
         write_json(a.report, report)
         write_job({a.out: records}, a.accounting, acc)
     finally:
@@ -95,7 +102,7 @@ def cmd_evaluate(a):
 
     from convrag.io import read_jsonl, write_json, write_jsonl, write_parquet
     from convrag.llm.engine import EnginePool
-    from convrag.metrics.citation import llm_entail, load_nli_prompts
+    from convrag.metrics.citation import TRUE_T5, llm_entail, load_nli_prompts, t5_entail
     from convrag.rag.jobs import write_outputs
     from convrag.records import TurnTask, read_records
     from convrag.studies.coral.evaluate import score_answers
@@ -104,14 +111,35 @@ def cmd_evaluate(a):
     t0 = time.time()
     pool = EnginePool(a.registry, a.cache)
     try:
-        judge = pool.engine(a.nli_model)
-        entail = llm_entail(judge, load_nli_prompts(a.prompts_dir), a.nli_max_tokens)
+        if a.nli == "true_t5":  # the paper's NLI model (ALCE's TRUE-T5), outside the LLM registry
+            judge, entail, nli_name = None, t5_entail(TRUE_T5), TRUE_T5
+        else:
+            judge = pool.engine(a.nli_model)
+            entail, nli_name = llm_entail(judge, load_nli_prompts(a.prompts_dir), a.nli_max_tokens), a.nli_model
         df, summary = score_answers(read_jsonl(a.answers), read_records(a.tasks, TurnTask), entail,
                                     at_most_citations=a.at_most_citations, first_line=a.first_line)
-        df = df.assign(model=a.model, strategy=a.strategy, nli_model=a.nli_model)
-        acc = {"judge": judge.accounting.to_dict(),
-               "job": {**summary, "nli": entail.summary(), "wall_seconds": round(time.time() - t0, 3)}}
-        write_outputs([(a.verdicts, lambda p: write_jsonl(p, entail.verdicts)),
+        df = df.assign(model=a.model, strategy=a.strategy, nli_model=nli_name)
+        acc = {"judge": judge.accounting.to_dict()} if judge is not None else {}
+        verdicts = list(getattr(entail, "verdicts", []))
+        if a.compare_model:
+            from convrag.config import read_prompt_file
+            from convrag.studies.coral.judges import PROMPT_FILE, check_pairwise_prompts, compare
+
+            tasks = {t.task_id: t for t in read_records(a.tasks, TurnTask)}
+            records = read_jsonl(a.answers)
+            ts = [tasks[r["task_id"]] for r in records]
+            comparer = pool.engine(a.compare_model)
+            outcomes, pair_verdicts, summary["comparison"] = compare(
+                records, [(t.rewrite or t.question) for t in ts],
+                [t.reference_answers[0] if t.reference_answers else None for t in ts], comparer,
+                read_prompt_file(Path(a.prompts_dir) / PROMPT_FILE, check_pairwise_prompts, "pairwise prompts"),
+                a.compare_max_tokens)
+            df = df.assign(comparison=outcomes, compare_model=a.compare_model)
+            verdicts += pair_verdicts
+            acc["pairwise_judge"] = comparer.accounting.to_dict()
+        acc["job"] = {**summary, "nli": entail.summary() if hasattr(entail, "summary") else {"model": nli_name},
+                      "wall_seconds": round(time.time() - t0, 3)}
+        write_outputs([(a.verdicts, lambda p: write_jsonl(p, verdicts)),
                        (a.accounting, lambda p: write_json(p, acc)), (a.out, lambda p: write_parquet(df, p))])
     finally:
         pool.close()
@@ -162,18 +190,27 @@ def add_cli(sub) -> None:
     s.add_argument("--top-k", type=int, default=5)
     s.add_argument("--sampling", type=json_arg, default={}, help="JSON {temperature, top_p, max_tokens}")
     s.add_argument("--max-history-turns", type=int, default=None)
+    s.add_argument("--at-turn", type=int, default=None, help="answer only this turn (1-based; Figure 4)")
+    s.add_argument("--conversations", type=int, default=50, help="with --at-turn: the first n conversations "
+                                                                 "(by id) that reach the turn")
     s.add_argument("--summary-model", default=None, help="llm_summary: the registry model that summarises")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--threads", type=int, default=None)
 
-    s = sub.add_parser("evaluate", help="BLEU-1, ROUGE-L and ALCE citation recall / precision of one answers file")
+    s = sub.add_parser("evaluate", help="BLEU-1, ROUGE-L, ALCE citation recall / precision and win / draw / "
+                                                 "lose against the golden response of one answers file")
     s.set_defaults(fn=cmd_evaluate)
     for k in ("tasks", "answers", "model", "strategy", "nli-model", "registry", "cache", "prompts-dir", "out",
               "verdicts", "accounting"):
         s.add_argument(f"--{k}", required=True)
+    s.add_argument("--nli", choices=("llm", "true_t5"), default="llm",
+                   help="entailment by the --nli-model LLM prompt, or by TRUE-T5 as ALCE (the paper config)")
     s.add_argument("--nli-max-tokens", type=int, default=8)
     s.add_argument("--at-most-citations", type=int, default=3)
     s.add_argument("--first-line", action="store_true", help="score only the first line of a response (ALCE)")
+    s.add_argument("--compare-model", default=None, help="registry model of the win / draw / lose judge (none: "
+                                                          "no comparison)")
+    s.add_argument("--compare-max-tokens", type=int, default=4)
     s.add_argument("--threads", type=int, default=None)
 
     s = sub.add_parser("score-retrieval", help="score every retrieval run per turn with ir_measures into Parquet")

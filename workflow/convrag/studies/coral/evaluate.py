@@ -36,7 +36,7 @@ from convrag.studies.coral.generate import STRATEGIES
 __all__ = ["TABLE3_COLUMNS", "score_answers", "table3"]
 
 TABLE3_COLUMNS = ("model", "strategy", "bleu1", "rougeL", "citation_recall", "citation_precision",
-                  "input_tokens", "tasks", "citation_scored")
+                  "input_tokens", "tasks", "citation_scored", "win", "draw", "lose", "compared")
 
 
 def _premise_passage(p: Mapping) -> dict:
@@ -93,10 +93,20 @@ def score_answers(records: Sequence[Mapping], tasks: Sequence[TurnTask],
     return pd.DataFrame(rows), summary
 
 
+def _shares(g: pd.DataFrame) -> dict:
+    """win / draw / lose as percentages of the decided comparisons (NaN when none was made)."""
+    decided = g["comparison"].dropna() if "comparison" in g else pd.Series([], dtype=object)
+    n = len(decided)
+    return {**{o: (100.0 * float((decided == o).sum()) / n if n else math.nan) for o in ("win", "draw", "lose")},
+            "compared": n}
+
+
 def table3(df: pd.DataFrame) -> pd.DataFrame:
     """Table 3: per (model, strategy), BLEU-1 and ROUGE-L (x100, means over tasks with a
     reference), citation recall / precision (x100, means over the scored items), mean input
-    tokens, tasks, and how many were citation-scored; strategies in the paper's order."""
+    tokens, tasks, how many were citation-scored, and win / draw / lose against the golden
+    response (% of the decided comparisons; ``compared`` of them); strategies in the paper's
+    order."""
     if df.empty:
         return pd.DataFrame(columns=list(TABLE3_COLUMNS))
     rows = []
@@ -108,6 +118,7 @@ def table3(df: pd.DataFrame) -> pd.DataFrame:
             "citation_precision": 100.0 * g["citation_precision"].mean(),
             "input_tokens": float(g["prompt_tokens"].mean()), "tasks": len(g),
             "citation_scored": int((~g["citation_skipped"].astype(bool)).sum()),
+            **_shares(g),
         })
     out = pd.DataFrame(rows, columns=list(TABLE3_COLUMNS))
     order = {s: i for i, s in enumerate(STRATEGIES)}

@@ -45,6 +45,7 @@ from convrag.llm.types import Request, Sampling
 from convrag.records import Passage, TurnTask
 
 __all__ = [
+    "at_turn",
     "PAPER_MAX_INPUT_TOKENS",
     "PAPER_TEMPERATURE",
     "PAPER_TOP_P",
@@ -359,3 +360,13 @@ def answer(engine, tasks: Sequence[TurnTask], passages_by_task: Mapping[str, Seq
         "cached": sum(1 for r in responses if r.cached),
     }
     return records, report
+
+
+def at_turn(tasks: Sequence[TurnTask], turn: int, conversations: int) -> list[TurnTask]:
+    """Figure 4's tasks: turn ``turn`` (1-based) of the first ``conversations`` conversations,
+    by conversation id, that reach it (each task carries its own history, so nothing else of
+    the conversation is needed)."""
+    reach = sorted({t.conversation_id for t in tasks if t.turn == turn})[:conversations]
+    keep = set(reach)
+    return sorted((t for t in tasks if t.turn == turn and t.conversation_id in keep), key=lambda t: t.conversation_id)
+

@@ -53,9 +53,33 @@ def generation_jobs(config: dict) -> list[dict]:
     return [dict(source=source(config), model=m, strategy=s) for m in g["models"] for s in g["strategies"]]
 
 
+SWEEP_PREFIX = "history_m"
+
+
+def sweep_name(m: int) -> str:
+    """The answers file (and ``strategy`` wildcard) of one history length of Figure 4."""
+    return f"{SWEEP_PREFIX}{m}"
+
+
+def sweep_jobs(config: dict) -> list[dict]:
+    """Figure 4's answer jobs: every generation model x history length m (none without a sweep)."""
+    g = config["coral"]["generation"]
+    sw = g["history_sweep"]
+    if not sw:
+        return []
+    return [dict(source=source(config), model=model, strategy=sweep_name(m), m=m) for model in g["models"]
+            for m in sw["m"]]
+
+
+def sweep_m(name: str) -> int | None:
+    """m of a sweep answers name (``history_m4`` -> 4); None for the strategies of Table 3."""
+    return int(name[len(SWEEP_PREFIX):]) if name.startswith(SWEEP_PREFIX) and name[len(SWEEP_PREFIX):].isdigit() \
+        else None
+
+
 def model_jobs(config: dict) -> list[dict]:
     """Every model-calling job (for sizing): contextualisation, LLM rewrites, answers (with the
-    history summaries of llm_summary), NLI judging."""
+    history summaries of llm_summary; Figure 4's history sweep), NLI and pairwise judging."""
     c = config["coral"]
     jobs = []
     if constructed(config):
@@ -64,9 +88,12 @@ def model_jobs(config: dict) -> list[dict]:
     jobs += [dict(stage="retrieve", role="rewriter", model=c["rewrite"]["model"], **j)
              for j in retrieval_jobs(config) if j["policy"] == "llm_rewrite"]
     g, nli = c["generation"], c["evaluation"]["nli_model"]
-    for j in generation_jobs(config):
+    sw = g["history_sweep"]
+    for j in generation_jobs(config) + sweep_jobs(config):
+        strategy = sw["strategy"] if sweep_m(j["strategy"]) is not None else j["strategy"]
+        j = {k: v for k, v in j.items() if k != "m"}
         jobs.append(dict(stage="answer", role="reader", **j))
-        if j["strategy"] == "llm_summary":
+        if strategy == "llm_summary":
             jobs.append(dict(stage="answer", role="summariser", **{**j, "model": g["summary_model"] or j["model"]}))
         jobs.append(dict(stage="evaluate", role="judge", **{**j, "judge": nli}))
     return jobs

@@ -28,8 +28,39 @@ def _generation(inputs, ctx):
     return table3(pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)) if files else pd.DataFrame()
 
 
+def _sweep(inputs):
+    import pandas as pd
+
+    files = inputs["history_sweep"]
+    return A.history_sweep_table(pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+                                 if files else pd.DataFrame())
+
+
+def _fig_sizes(df, stem):
+    from convrag.report import figures
+
+    d = df.melt(id_vars=["params_b", "strategy"], value_vars=["bleu1", "rougeL", "citation_recall",
+                                                               "citation_precision"],
+                var_name="measure", value_name="score")
+    figures.lines(d.dropna(subset=["params_b"]), stem, x="params_b", y="score", group=["strategy"], panel="measure",
+                  ylabel="score (x100)")
+
+
+def _fig_sweep(df, stem):
+    from convrag.report import figures
+
+    d = df.melt(id_vars=["model", "m"], value_vars=["rougeL", "win", "lose"], var_name="measure", value_name="value")
+    figures.lines(d, stem, x="m", y="value", group=["model"], panel="measure",
+                  ylabel="ROUGE-L (x100); win / lose (% of compared)")
+
+
 TARGETS = {t.name: t for t in [
     Target("table4_structure", "table", lambda i, c: A.structure_table(_tasks(i)), inputs=("tasks",)),
     Target("table2_retrieval", "table", lambda i, c: A.retrieval_table(_scores(i)), inputs=("retrieval",)),
     Target("table3_generation", "table", _generation, inputs=("generation",)),
+    Target("table5_generator_size", "table", lambda i, c: A.generator_size_table(_generation(i, c), c["sizes"]),
+           inputs=("generation",)),
+    Target("figure3_generator_size", "figure", lambda i, c: A.generator_size_table(_generation(i, c), c["sizes"]),
+           _fig_sizes, inputs=("generation",)),
+    Target("figure4_history_length", "figure", lambda i, c: _sweep(i), _fig_sweep, inputs=("history_sweep",)),
 ]}

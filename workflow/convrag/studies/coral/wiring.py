@@ -7,7 +7,7 @@ import json
 from convrag.layout import Layout
 from convrag.studies.coral import paths
 from convrag.studies.coral.plan import (constructed, domain, generation_jobs, generation_run, index_corpus,
-                                        retrieval_jobs, source)
+                                        retrieval_jobs, source, sweep_jobs, sweep_m)
 
 
 def tasks_file(config: dict, L: Layout) -> str:
@@ -67,11 +67,26 @@ def models(config: dict, retriever: str, policy: str) -> list[str]:
 
 
 def answer_files(config: dict, L: Layout, ext: str = "jsonl") -> list[str]:
-    return [paths.answers(L, j["source"], j["model"], j["strategy"], ext) for j in generation_jobs(config)]
+    return [paths.answers(L, j["source"], j["model"], j["strategy"], ext)
+            for j in generation_jobs(config) + sweep_jobs(config)]
 
 
-def evaluation_files(config: dict, L: Layout, ext: str = "parquet") -> list[str]:
-    return [paths.evaluation(L, j["source"], j["model"], j["strategy"], ext) for j in generation_jobs(config)]
+def evaluation_files(config: dict, L: Layout, ext: str = "parquet", sweep: bool | None = None) -> list[str]:
+    """Scores of Table 3's jobs (``sweep=False``), Figure 4's (``True``) or both (``None``)."""
+    jobs = ((generation_jobs(config) if sweep is not True else [])
+            + (sweep_jobs(config) if sweep is not False else []))
+    return [paths.evaluation(L, j["source"], j["model"], j["strategy"], ext) for j in jobs]
+
+
+def strategies(config: dict) -> list[str]:
+    """Every value of the rules' ``strategy`` wildcard: Table 3's strategies and the sweep's names."""
+    return list(dict.fromkeys(config["coral"]["generation"]["strategies"]
+                              + [j["strategy"] for j in sweep_jobs(config)]))
+
+
+def history_strategy(config: dict, name: str) -> str:
+    """The history strategy an answers name runs (a sweep name runs the sweep's strategy)."""
+    return config["coral"]["generation"]["history_sweep"]["strategy"] if sweep_m(name) is not None else name
 
 
 def answer_inputs(config: dict, L: Layout, prompts_dir: str) -> dict:
@@ -83,11 +98,17 @@ def answer_inputs(config: dict, L: Layout, prompts_dir: str) -> dict:
             "prompts": f"{prompts_dir}/{config['coral']['generation']['prompt']}"}
 
 
-def answer_args(config: dict, model: str, strategy: str, registry: str, cache: str) -> str:
+def answer_args(config: dict, model: str, name: str, registry: str, cache: str) -> str:
+    """The answer job's arguments; ``name`` is a strategy of Table 3 or a sweep name (Figure 4:
+    the sweep's strategy with the last m turns, only the sweep's turn of its conversations)."""
     g = config["coral"]["generation"]
-    args = [f"--registry {registry} --cache {cache} --top-k {g['top_k']}",
+    strategy, m = history_strategy(config, name), sweep_m(name)
+    args = [f"--strategy {strategy} --registry {registry} --cache {cache} --top-k {g['top_k']}",
             f"--sampling {json.dumps(json.dumps(g['sampling'], sort_keys=True))}"]
-    if g["max_history_turns"]:
+    if m is not None:
+        sw = g["history_sweep"]
+        args.append(f"--max-history-turns {m} --at-turn {sw['turn']} --conversations {sw['conversations']}")
+    elif g["max_history_turns"]:
         args.append(f"--max-history-turns {g['max_history_turns']}")
     if strategy == "llm_summary":
         args.append(f"--summary-model {g['summary_model'] or model}")
@@ -96,11 +117,37 @@ def answer_args(config: dict, model: str, strategy: str, registry: str, cache: s
 
 def evaluate_args(config: dict, registry: str, cache: str, prompts_dir: str) -> str:
     e = config["coral"]["evaluation"]
-    return (f"--nli-model {e['nli_model']} --nli-max-tokens {e['nli_max_tokens']} --registry {registry} "
-            f"--cache {cache} --prompts-dir {prompts_dir} --at-most-citations {e['at_most_citations']}"
-            + (" --first-line" if e["first_line"] else ""))
+    return (f"--nli {e['nli']} --nli-model {e['nli_model']} --nli-max-tokens {e['nli_max_tokens']} "
+            f"--registry {registry} --cache {cache} --prompts-dir {prompts_dir} "
+            f"--at-most-citations {e['at_most_citations']}"
+            + (" --first-line" if e["first_line"] else "")
+            + (f" --compare-model {compare_model(config)} --compare-max-tokens {e['compare_max_tokens']}"
+               if e["compare"] else ""))
 
 
-def generation_models(config: dict, model: str, strategy: str) -> list[str]:
+def compare_model(config: dict) -> str | None:
+    """The win / draw / lose judge (default: the NLI judge's model); None when not compared."""
+    e = config["coral"]["evaluation"]
+    return (e["compare_model"] or e["nli_model"]) if e["compare"] else None
+
+
+def evaluation_models(config: dict) -> list[str]:
+    """Registry models the evaluate job loads (the LLM NLI judge, the comparison judge)."""
+    e = config["coral"]["evaluation"]
+    return list(dict.fromkeys(([e["nli_model"]] if e["nli"] == "llm" else [])
+                              + ([compare_model(config)] if e["compare"] else [])))
+
+
+def evaluate_gpu(config: dict, gpu_resources) -> dict:
+    """The evaluate job's SLURM GPU resources: one A100 for TRUE-T5 (11B, bfloat16), else the
+    most any of its registry models asks for."""
+    if config["coral"]["evaluation"]["nli"] == "true_t5":
+        return {"gpu": 1, "gpu_model": "a100"}
+    res = [gpu_resources(m) for m in evaluation_models(config)] or [{"gpu": 0}]
+    return max(res, key=lambda r: r["gpu"])
+
+
+def generation_models(config: dict, model: str, name: str) -> list[str]:
     g = config["coral"]["generation"]
+    strategy = history_strategy(config, name)
     return [model] + ([g["summary_model"]] if strategy == "llm_summary" and g["summary_model"] else [])
