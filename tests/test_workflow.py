@@ -192,3 +192,35 @@ def test_mtrag_un_rerun_of_a_deleted_answer_file_makes_no_model_call(grid):
     judge = json.loads((grid / MT_OUT / "evaluation/mini_mtrag/smollm2-135m/reference/alpha.accounting.json")
                        .read_text())["judge"]
     assert judge["calls"] == 0 and judge["load_seconds"] == 0
+
+
+# ---- coral in the same default run ----------------------------------------------------------
+
+CO_OUT = "results/coral"
+
+
+def test_coral_builds_every_target_from_its_generated_world(grid):
+    from convrag.records import TurnTask, read_records
+    from convrag.studies.coral import STUDY as CORAL
+
+    for name, t in CORAL.all_targets().items():
+        kind = "tables" if t.kind == "table" else "figures"
+        assert (grid / CO_OUT / kind / f"{name}.csv").exists(), name
+    tasks = read_records(grid / CO_OUT / "construction/coral_world/tasks.jsonl", TurnTask)
+    t4 = pd.read_csv(grid / CO_OUT / "tables/table4_structure.csv")
+    assert int(t4.set_index("flow").loc["all", "turns"]) == len(tasks) > 0
+    t2 = pd.read_csv(grid / CO_OUT / "tables/table2_retrieval.csv")
+    assert len(t2) == 2 * 3  # BM25 and dense x last question, golden rewrite, all questions
+    t3 = pd.read_csv(grid / CO_OUT / "tables/table3_generation.csv")
+    assert list(t3.strategy) == ["raw_context", "last_response", "rewrite", "llm_summary"]
+    assert (t3.tasks == len(tasks)).all() and (t3.compared <= t3.tasks).all()
+    decided = t3[t3.compared > 0]
+    assert ((decided.win + decided.draw + decided.lose).round(6) == 100).all()
+    # every earlier response against only the last one: raw context is never the shorter input
+    tokens = t3.set_index("strategy").input_tokens
+    assert tokens["raw_context"] >= tokens["last_response"]
+    f4 = pd.read_csv(grid / CO_OUT / "figures/figure4_history_length.csv")
+    reach = len({t.conversation_id for t in tasks if t.turn == 3})
+    assert set(f4.m) == {1, 2} and (f4.tasks == min(reach, 4)).all()
+    verdicts = _read_jsonl(grid / CO_OUT / "evaluation/coral_world/smollm2-135m/raw_context.verdicts.jsonl")
+    assert sum(v["judge"] == "coral_pairwise" for v in verdicts) == 2 * len(tasks)
