@@ -4,7 +4,8 @@ outputs; the ``*.accounting.json`` files every model-calling job writes).
 
 Prints, as Markdown:
   1. per study: jobs, job-seconds, share of all job-seconds;
-  2. per study, rule and role: jobs, wall seconds, backend seconds, prompt tokens requested
+  2. per study and rule: jobs and their wall seconds (row "(job)"), then per model role: backend
+     seconds, prompt tokens requested
      and actually computed (prefix reuse skips the rest), completion tokens, prefill and
      decode tokens per second;
   3. the run's critical path (the longest chain of dependent jobs, by wall time), against
@@ -115,25 +116,25 @@ def main() -> int:
     rows: dict[tuple, dict] = defaultdict(lambda: defaultdict(float))
     for j in jobs:
         acc = roles(wd, j)
-        wall = j["end"] - j["start"]
-        if not acc:
-            r = rows[(study_of(j), j["rule"], "-")]
-            r["jobs"] += 1
-            r["wall"] += wall
-        for role, a in acc.items():
+        r = rows[(study_of(j), j["rule"], "(job)")]  # the job's own wall time, once per job
+        r["jobs"] += 1
+        r["wall"] += j["end"] - j["start"]
+        for role, a in acc.items():  # model time per role: a job's roles share its wall time
             r = rows[(study_of(j), j["rule"], role)]
             r["jobs"] += 1
-            r["wall"] += wall / len(acc)  # a job's wall time split evenly over its roles
             r["backend"] += a.get("backend_seconds", 0.0)
             r["prefill"] += a.get("backend_prefill_seconds", 0.0)
             r["requested"] += a.get("backend_prompt_tokens", 0)
             r["computed"] += a.get("backend_computed_prompt_tokens", a.get("backend_prompt_tokens", 0))
             r["completion"] += a.get("backend_completion_tokens", 0)
-    for (s, rule, role), r in sorted(rows.items(), key=lambda kv: -kv[1]["wall"]):
+    rule_wall = {(s, rule): r["wall"] for (s, rule, role), r in rows.items() if role == "(job)"}
+    order = sorted(rows.items(), key=lambda kv: (-rule_wall[kv[0][:2]], kv[0][2] != "(job)", -kv[1]["backend"]))
+    for (s, rule, role), r in order:
         pre = f"{r['computed'] / r['prefill']:.0f}" if r["prefill"] > 0 else "-"
         dec_s = r["backend"] - r["prefill"]
         dec = f"{r['completion'] / dec_s:.0f}" if r["prefill"] > 0 and dec_s > 0 else "-"
-        print(f"| {s} | {rule} | {role} | {r['jobs']:.0f} | {r['wall']:.0f} | {r['backend']:.0f} | {r['requested']:.0f} "
+        wall = f"{r['wall']:.0f}" if role == "(job)" else "-"
+        print(f"| {s} | {rule} | {role} | {r['jobs']:.0f} | {wall} | {r['backend']:.0f} | {r['requested']:.0f} "
               f"| {r['computed']:.0f} | {r['completion']:.0f} | {pre} | {dec} |")
 
     length, chain = critical_path(jobs)

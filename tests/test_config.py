@@ -72,10 +72,10 @@ def test_grid_cells_and_jobs():
                                        ("RECAP", "none"), ("SNOWBALL", "none")]
     jobs = simulate_jobs(cfg)
     # one job per retriever (one chunk of 4 questions): all of its cells in lockstep
-    assert len(jobs) == len(cfg["lic_rag"]["retrievers"]) == 9
+    assert len(jobs) == len(cfg["lic_rag"]["retrievers"]) == 6
     by = {j["retriever"]: j for j in jobs}
     assert len(by["closed_book"]["cells"]) == 5 and len(by["bm25"]["cells"]) == 8
-    assert len(simulate_cells(cfg)) == 5 + 8 * 8
+    assert len(simulate_cells(cfg)) == 5 + 5 * 8
 
 
 def test_recall_k_below_top_k_and_unknown_role_models():

@@ -151,7 +151,7 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
             out[rule.name] = None
             continue
         cases = ({"*": env} if not callable(env) else
-                 {f"{m}|{r}": env(types.SimpleNamespace(model=m, retriever=r, policy="llm_rewrite")) for m in models for r in retrievers})
+                 {f"{m}|{r}": env(types.SimpleNamespace(model=m, retriever=r, policy="llm_rewrite", strategy="llm_summary")) for m in models for r in retrievers})
         out[rule.name] = {k: [v, rule.basedir.join(v).get_path_or_uri(secret_free=True)] for k, v in cases.items()}
 print("PROBE" + json.dumps(out))
 """
