@@ -273,9 +273,8 @@ def cmd_target(a):
 def cmd_estimate(a):
     from pathlib import Path
 
-    from convrag.config import REPO_ROOT, load_config
+    from convrag.config import REPO_ROOT, config_registry, load_config
     from convrag.cost import Throughput, format_report, summarize
-    from convrag.llm.registry import load_registry
     from convrag.studies import active_studies
 
     config = load_config(a.config)
@@ -287,8 +286,7 @@ def cmd_estimate(a):
                                          ("load_fixed_s", a.load_seconds), ("load_gb_per_s", a.load_gb_per_s))
                        if v is not None})
     work = {s.key: s.estimate(config, measured, tp) for s in active_studies(config)}
-    reg = Path(config["models_registry"])
-    summary = summarize(work, load_registry(reg if reg.is_absolute() else REPO_ROOT / reg), tp, a.job_minutes)
+    summary = summarize(work, config_registry(config), tp, a.job_minutes)
     summary["notes"] += [f"{k}: no sizing (its Study.estimate gives no work)" for k, w in work.items() if not w]
     text = json.dumps(summary, indent=2) if a.json else format_report(summary)
     if a.out:

@@ -105,10 +105,7 @@ def validate_config(config: dict, source: str = "config", registry: dict | None 
         config.setdefault(key, {})
         _validate(config[key], _load_schema(str(studies[key].schema_path)), source, prefix=key)
     if registry is None:
-        from convrag.llm.registry import load_registry
-
-        path = Path(config["models_registry"])
-        registry = load_registry(path if path.is_absolute() else REPO_ROOT / path)
+        registry = config_registry(config)
     _check_shared(config, source, registry)
     for key in listed:
         studies[key].check(config, registry, source)
@@ -123,6 +120,14 @@ def validate_fragment(block: dict, schema_path, keys, source: str, prefix: str =
            "properties": {k: frag["properties"][k] for k in keys}}
     _validate(block, sub, source, prefix)
     return block
+
+
+def config_registry(config: dict) -> dict:
+    """The model registry a config names (``models_registry``, relative to the repository)."""
+    from convrag.llm.registry import load_registry
+
+    path = Path(config["models_registry"])
+    return load_registry(path if path.is_absolute() else REPO_ROOT / path)
 
 
 def _check_shared(config: dict, source: str, registry: dict) -> None:

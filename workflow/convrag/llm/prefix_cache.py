@@ -120,6 +120,11 @@ def buffered_cache(cache_cls, config, room: int):
     return cache
 
 
+def _columns(like: torch.Tensor, n: int) -> torch.Tensor:
+    """An uninitialised (batch, heads, n, dim) tensor shaped and typed like ``like``."""
+    return like.new_empty(like.shape[:2] + (n, like.shape[3]))
+
+
 class BufferLayer(DynamicLayer):
     """A DynamicLayer that writes new positions into a preallocated buffer instead of
     concatenating: the decode loop otherwise copies (and allocates) the whole cache at every
@@ -136,13 +141,10 @@ class BufferLayer(DynamicLayer):
         q = key_states.shape[-2]
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-            self.kbuf = key_states.new_empty(key_states.shape[:2] + (q + self.room, key_states.shape[3]))
-            self.vbuf = value_states.new_empty(value_states.shape[:2] + (q + self.room, value_states.shape[3]))
+            self.kbuf, self.vbuf = (_columns(t, q + self.room) for t in (key_states, value_states))
         elif self.filled + q > self.kbuf.shape[2]:  # out of room: grow to what is needed plus the room
-            self.kbuf = torch.cat([self.kbuf[:, :, :self.filled], self.kbuf.new_empty(
-                self.kbuf.shape[:2] + (q + self.room, self.kbuf.shape[3]))], dim=2)
-            self.vbuf = torch.cat([self.vbuf[:, :, :self.filled], self.vbuf.new_empty(
-                self.vbuf.shape[:2] + (q + self.room, self.vbuf.shape[3]))], dim=2)
+            self.kbuf, self.vbuf = (torch.cat([b[:, :, :self.filled], _columns(b, q + self.room)], dim=2)
+                                    for b in (self.kbuf, self.vbuf))
         self.kbuf[:, :, self.filled:self.filled + q] = key_states
         self.vbuf[:, :, self.filled:self.filled + q] = value_states
         self.filled += q

@@ -100,13 +100,9 @@ class Coral(Study):
 
     def context(self, config):
         """Each answering model's size (registry ``params_b``) for Table 5 / Figure 3."""
-        from pathlib import Path
+        from convrag.config import config_registry
 
-        from convrag.config import REPO_ROOT
-        from convrag.llm.registry import load_registry
-
-        path = Path(config["models_registry"])
-        registry = load_registry(path if path.is_absolute() else REPO_ROOT / path)
+        registry = config_registry(config)
         return {"sizes": {m: registry[m].params_b for m in config["coral"]["generation"]["models"]}}
 
     def outputs(self, config, layout):

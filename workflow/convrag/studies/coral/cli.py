@@ -116,7 +116,8 @@ def cmd_evaluate(a):
         else:
             judge = pool.engine(a.nli_model)
             entail, nli_name = llm_entail(judge, load_nli_prompts(a.prompts_dir), a.nli_max_tokens), a.nli_model
-        df, summary = score_answers(read_jsonl(a.answers), read_records(a.tasks, TurnTask), entail,
+        records, task_list = read_jsonl(a.answers), read_records(a.tasks, TurnTask)
+        df, summary = score_answers(records, task_list, entail,
                                     at_most_citations=a.at_most_citations, first_line=a.first_line)
         df = df.assign(model=a.model, strategy=a.strategy, nli_model=nli_name)
         acc = {"judge": judge.accounting.to_dict()} if judge is not None else {}
@@ -125,9 +126,8 @@ def cmd_evaluate(a):
             from convrag.config import read_prompt_file
             from convrag.studies.coral.judges import PROMPT_FILE, check_pairwise_prompts, compare
 
-            tasks = {t.task_id: t for t in read_records(a.tasks, TurnTask)}
-            records = read_jsonl(a.answers)
-            ts = [tasks[r["task_id"]] for r in records]
+            by_id = {t.task_id: t for t in task_list}
+            ts = [by_id[r["task_id"]] for r in records]
             comparer = pool.engine(a.compare_model)
             outcomes, pair_verdicts, summary["comparison"] = compare(
                 records, [(t.rewrite or t.question) for t in ts],

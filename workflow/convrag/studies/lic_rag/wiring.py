@@ -101,13 +101,9 @@ def retrieval_system_rows(config: dict) -> list[dict]:
 def model_rows(config: dict) -> list[dict]:
     """The paper's Table 12 for this grid: each model of a role, with what is run (weights or
     API model and revision), its size and its access (open weights or API)."""
-    from pathlib import Path
+    from convrag.config import config_registry
 
-    from convrag.config import REPO_ROOT
-    from convrag.llm.registry import load_registry
-
-    path = Path(config["models_registry"])
-    registry = load_registry(path if path.is_absolute() else REPO_ROOT / path)
+    registry = config_registry(config)
     lic = config["lic_rag"]
     roles: dict[str, list[str]] = {}
     for m in lic["models"]:
