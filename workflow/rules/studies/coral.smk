@@ -5,6 +5,8 @@ from convrag.studies.coral import paths as coral_paths
 from convrag.studies.coral import wiring as coral_wiring
 from convrag.studies.coral.plan import constructed as coral_constructed
 from convrag.studies.coral.plan import source as coral_source
+from convrag.studies.coral.plan import index_corpus as coral_index_corpus
+from convrag.studies.coral.plan import llm4cs_model as coral_llm4cs_model
 
 CORAL = config["coral"]
 CORAL_BUILT = [coral_source(config)] if coral_constructed(config) else []
@@ -133,6 +135,114 @@ rule coral_retrieve:
     shell:
         "convrag retrieve --tasks {input.tasks} --index-dir $(dirname {input.index})"
         " --retriever-params {params.retriever_params} --policy {wildcards.policy} {params.args} {params.prompts}"
+        " --threads {threads} --out-run {output.run} --out-queries {output.queries}"
+        " --accounting {output.accounting} 2> {log}"
+
+
+# Table 2's conversational dense retrieval: a session encoder trained on top of a dense
+# retriever's encoder (KD or Conv-ANCE style; GPUs on a cluster when configured), then searched
+# in that retriever's index; LLM4CS: the mean embedding of n sampled rewrites.
+rule coral_train_session_encoder:
+    input:
+        unpack(lambda wc: coral_wiring.train_inputs(config, L, wc.encoder)),
+    output:
+        directory(coral_paths.session_encoder(L, "{source}", "{encoder}")),
+    log:
+        "logs/coral/train_session/{source}/{encoder}.log",
+    wildcard_constraints:
+        source=alternatives([coral_source(config)]),
+        encoder=alternatives(list(CORAL["session_encoders"])),
+    conda:
+        lambda wc: (
+            CONDA_ENVS["vllm-gpu"]
+            if CORAL["session_encoders"][wc.encoder]["gpus"]
+            else CONDA_ENVS["cpu"]
+        )
+    threads: config["threads"]["index"]
+    resources:
+        mem_mb=16000,
+        runtime=240,
+        gpu=lambda wc: CORAL["session_encoders"][wc.encoder]["gpus"],
+        gpu_model=lambda wc: CORAL["session_encoders"][wc.encoder]["gpu_model"] or "",
+    params:
+        args=lambda wc: coral_wiring.train_args(config, wc.encoder),
+    shell:
+        "convrag coral train-session --tasks {input.tasks} --corpus {input.corpus} {params.args}"
+        " --threads {threads} --out {output} 2> {log}"
+
+
+rule coral_session_retrieve:
+    input:
+        tasks=coral_wiring.tasks_file(config, L),
+        encoder=coral_paths.session_encoder(L, "{source}", "{encoder}"),
+        index=lambda wc: L.index_manifest(
+            coral_index_corpus(config),
+            CORAL["session_encoders"][wc.encoder]["retriever"],
+        ),
+    output:
+        run=coral_paths.run(L, "{source}", "{retriever}", "session_{encoder}"),
+        queries=coral_paths.run(
+            L, "{source}", "{retriever}", "session_{encoder}", "queries.jsonl"
+        ),
+        accounting=coral_paths.run(
+            L, "{source}", "{retriever}", "session_{encoder}", "accounting.json"
+        ),
+    log:
+        "logs/coral/session_retrieve/{source}/{retriever}/{encoder}.log",
+    wildcard_constraints:
+        source=alternatives([coral_source(config)]),
+        retriever=alternatives(CORAL["retrievers"]),
+        encoder=alternatives(list(CORAL["session_encoders"])),
+    conda:
+        CONDA_ENVS["cpu"]
+    threads: config["threads"]["index"]
+    resources:
+        mem_mb=16000,
+        runtime=120,
+    params:
+        args=lambda wc: coral_wiring.session_args(config, wc.encoder),
+        retriever_params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),
+    shell:
+        "convrag coral session-retrieve --tasks {input.tasks} --encoder {input.encoder}"
+        " --index-dir $(dirname {input.index}) --retriever-params {params.retriever_params} {params.args}"
+        " --threads {threads} --out-run {output.run} --out-queries {output.queries}"
+        " --accounting {output.accounting} 2> {log}"
+
+
+rule coral_llm4cs_retrieve:
+    input:
+        tasks=coral_wiring.tasks_file(config, L),
+        index=lambda wc: L.index_manifest(coral_index_corpus(config), wc.retriever),
+        prompts=f"{PROMPTS}/rag/rewrite.yaml",
+    output:
+        run=coral_paths.run(L, "{source}", "{retriever}", "llm4cs"),
+        queries=coral_paths.run(L, "{source}", "{retriever}", "llm4cs", "queries.jsonl"),
+        accounting=coral_paths.run(
+            L, "{source}", "{retriever}", "llm4cs", "accounting.json"
+        ),
+    log:
+        "logs/coral/llm4cs/{source}/{retriever}.log",
+    wildcard_constraints:
+        source=alternatives([coral_source(config)]),
+        retriever=alternatives((CORAL["llm4cs"] or {"retrievers": []})["retrievers"]),
+    conda:
+        conda_env(models=[m for m in [coral_llm4cs_model(config)] if m])
+    threads: config["threads"]["simulate"]
+    resources:
+        mem_mb=16000,
+        runtime=240,
+        gpu=gpu_resources(coral_llm4cs_model(config))["gpu"] if CORAL["llm4cs"] else 0,
+        gpu_model=(
+            gpu_resources(coral_llm4cs_model(config)).get("gpu_model", "")
+            if CORAL["llm4cs"]
+            else ""
+        ),
+    params:
+        args=lambda wc: coral_wiring.llm4cs_args(config, REGISTRY, CACHE),
+        retriever_params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),
+    shell:
+        "convrag coral llm4cs-retrieve --tasks {input.tasks} --prompts {input.prompts}"
+        " --index-dir $(dirname {input.index}) --retriever-params {params.retriever_params} {params.args}"
         " --threads {threads} --out-run {output.run} --out-queries {output.queries}"
         " --accounting {output.accounting} 2> {log}"
 

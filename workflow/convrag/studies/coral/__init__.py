@@ -58,6 +58,31 @@ class Coral(Study):
         check_metric_names(c["measures"], "coral.measures", kind="retrieval")
         if "llm_rewrite" in c["policies"] and c["rewrite"]["model"] not in registry:
             raise unknown_name(source, "coral.rewrite.model", c["rewrite"]["model"], registry)
+        from convrag.config import retriever_kind
+
+        def dense(key, r):
+            if r not in c["retrievers"]:
+                raise unknown_name(source, key, r, c["retrievers"])
+            if retriever_kind(config, r) != "dense":
+                raise ConfigError(f"{source}: {key}: retrievers.{r} is of kind {retriever_kind(config, r)!r}; "
+                                  "session encoders and LLM4CS search a dense index")
+
+        c["session_encoders"] = c["session_encoders"] or {}  # null (none) -> {}: one shape downstream
+        for name, e in c["session_encoders"].items():
+            dense(f"coral.session_encoders.{name}.retriever", e["retriever"])
+            if e["train"] is not None:
+                if e["train"] not in config["benchmarks"]:
+                    raise unknown_name(source, f"coral.session_encoders.{name}.train", e["train"],
+                                       config["benchmarks"])
+                if config["benchmarks"][e["train"]]["kind"] != "coral":
+                    raise ConfigError(f"{source}: coral.session_encoders.{name}.train: benchmarks.{e['train']} "
+                                      "must be of kind coral")
+        if c["llm4cs"]:
+            for r in c["llm4cs"]["retrievers"]:
+                dense("coral.llm4cs.retrievers", r)
+            m = c["llm4cs"]["model"] or c["rewrite"]["model"]
+            if m not in registry:
+                raise unknown_name(source, "coral.llm4cs.model", m, registry)
         g = c["generation"]
         check_names(source, "coral.generation.models", g["models"], registry)
         if g["models"]:
@@ -102,8 +127,17 @@ class Coral(Study):
         """Each answering model's size (registry ``params_b``) for Table 5 / Figure 3."""
         from convrag.config import config_registry
 
+        from convrag.studies.coral.conversational import LLM4CS, session_policy
+        from convrag.studies.coral.plan import trained_on
+
         registry = config_registry(config)
-        return {"sizes": {m: registry[m].params_b for m in config["coral"]["generation"]["models"]}}
+        c = config["coral"]
+        queries = {session_policy(n): f"session encoder {n} ({e['style']}; trained on {trained_on(config, n)})"
+                   for n, e in c["session_encoders"].items()}
+        if c["llm4cs"]:
+            queries[LLM4CS] = (f"LLM4CS: mean of {c['llm4cs']['n']} rewrites by "
+                               f"{c['llm4cs']['model'] or c['rewrite']['model']}")
+        return {"sizes": {m: registry[m].params_b for m in c["generation"]["models"]}, "queries": queries}
 
     def outputs(self, config, layout):
         """The conversations, the answers and their scores are final outputs: deleting one makes

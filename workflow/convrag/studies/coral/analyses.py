@@ -39,9 +39,10 @@ def structure_table(tasks) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def retrieval_table(scores: pd.DataFrame) -> pd.DataFrame:
+def retrieval_table(scores: pd.DataFrame, queries: dict | None = None) -> pd.DataFrame:
     """Table 2: the mean of each measure (x100, as the paper prints them) per retriever and
-    query policy, over the turns that have golden passages."""
+    query policy (``queries`` labels the session encoders' and LLM4CS's runs), over the turns
+    that have golden passages."""
     if scores.empty:
         return pd.DataFrame()
     per = (scores.groupby(["retriever", "policy", "measure"], sort=False)
@@ -50,7 +51,7 @@ def retrieval_table(scores: pd.DataFrame) -> pd.DataFrame:
     wide = per.pivot_table(index=["retriever", "policy", "turns"], columns="measure", values="value",
                            sort=False)[list(dict.fromkeys(scores.measure))].reset_index()
     wide.columns.name = None
-    wide.insert(2, "query", wide.policy.map(POLICY_LABELS).fillna(wide.policy))
+    wide.insert(2, "query", wide.policy.map({**POLICY_LABELS, **(queries or {})}).fillna(wide.policy))
     return wide
 
 

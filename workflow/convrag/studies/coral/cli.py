@@ -153,6 +153,84 @@ def cmd_score_retrieval(a):
     write_parquet(score_task_runs(read_records(a.tasks, TurnTask), a.runs, a.measures, labels=("flow",)), a.out)
 
 
+def _dense_tasks(a):
+    """The turns of a retrieval job and the dense retriever whose index it searches."""
+    from convrag.errors import ConfigError
+    from convrag.records import TurnTask, read_records
+    from convrag.retrieval import load_retriever
+
+    tasks = [t for t in read_records(a.tasks, TurnTask) if a.domain is None or t.labels.get("domain") == a.domain]
+    retriever = load_retriever("dense", a.index_dir, a.retriever_params)
+    if not hasattr(retriever, "search_vectors"):
+        raise ConfigError(f"{a.index_dir}: not a dense index (session encoders and LLM4CS search query vectors)")
+    return tasks, retriever
+
+
+def _write_run(a, run, records, acc, tag):
+    from convrag.rag.jobs import write_job
+    from convrag.rag.retrieve import write_run
+
+    try:
+        write_run(a.out_run, run, tag=tag)
+        write_job({a.out_queries: records}, a.accounting, acc)
+    except BaseException:
+        Path(a.out_run).unlink(missing_ok=True)
+        raise
+
+
+def cmd_train_session(a):
+    from convrag.records import Passage, TurnTask, read_records
+    from convrag.retrieval.conv_dense import examples_from_tasks, train_session_encoder
+
+    set_threads(a.threads)
+    passages = {p.doc_id: p for p in read_records(a.corpus, Passage)}
+    examples, report = examples_from_tasks(read_records(a.tasks, TurnTask), passages, a.max_turns)
+    train_session_encoder(examples, style=a.style, base_model=a.base_model, out_dir=a.out, epochs=a.epochs,
+                          batch_size=a.batch_size, lr=a.lr, seed=a.seed, max_steps=a.max_steps,
+                          query_prefix=a.query_prefix, temperature=a.temperature,
+                          extra={"trained_on": a.trained_on, "max_turns": a.max_turns, "examples": report})
+
+
+def cmd_session_retrieve(a):
+    import time
+
+    from convrag.studies.coral.conversational import session_policy, session_runs
+
+    set_threads(a.threads)
+    t0 = time.time()
+    tasks, retriever = _dense_tasks(a)
+    policy = session_policy(a.name)
+    run, records, counts = session_runs(tasks, retriever, a.encoder, a.k, policy, a.max_turns)
+    _write_run(a, run, records, {"job": {**counts, "wall_seconds": round(time.time() - t0, 3)}}, policy)
+
+
+def cmd_llm4cs_retrieve(a):
+    import time
+
+    import yaml
+
+    from convrag.llm.engine import EnginePool
+    from convrag.llm.types import Sampling
+    from convrag.studies.coral.conversational import LLM4CS, llm4cs_rewrites, llm4cs_runs
+
+    set_threads(a.threads)
+    t0 = time.time()
+    tasks, retriever = _dense_tasks(a)
+    sampling = Sampling(temperature=a.temperature, top_p=a.top_p, max_tokens=a.max_tokens, stop=("\n",))
+    pool = EnginePool(a.registry, a.cache)
+    try:
+        engine = pool.engine(a.model)
+        with open(a.prompts, encoding="utf-8") as fh:
+            prompts = yaml.safe_load(fh)
+        rewrites, fallbacks = llm4cs_rewrites(engine, tasks, prompts, a.n, sampling, a.seed)
+        run, records, counts = llm4cs_runs(tasks, retriever, rewrites, a.k, fallbacks)
+        acc = {"rewriter": engine.accounting.to_dict(),
+               "job": {**counts, "n": a.n, "wall_seconds": round(time.time() - t0, 3)}}
+        _write_run(a, run, records, acc, LLM4CS)
+    finally:
+        pool.close()
+
+
 def add_cli(sub) -> None:
     s = sub.add_parser("pages", help="render the generated world as Wikipedia-like HTML pages (JSONL, one page a line)")
     s.set_defaults(fn=cmd_pages)
@@ -219,3 +297,48 @@ def add_cli(sub) -> None:
     s.add_argument("--runs", type=json_arg, required=True, help="JSON [{retriever, policy, domain, path}]")
     s.add_argument("--measures", nargs="+", required=True, help="ir_measures names, e.g. RR AP nDCG@3 R@20")
     s.add_argument("--out", required=True)
+
+    s = sub.add_parser("train-session", help="train a conversational dense (session) encoder, KD or Conv-ANCE "
+                                             "style, on top of the ad-hoc dense encoder (Table 2)")
+    s.set_defaults(fn=cmd_train_session)
+    for k in ("tasks", "corpus", "base-model", "out"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--style", choices=("kd", "contrastive"), required=True)
+    s.add_argument("--trained-on", required=True, help="what the training turns are, recorded for Table 2")
+    s.add_argument("--query-prefix", default="")
+    s.add_argument("--epochs", type=int, default=1)
+    s.add_argument("--batch-size", type=int, default=8)
+    s.add_argument("--lr", type=float, default=2e-5)
+    s.add_argument("--max-steps", type=int, default=None)
+    s.add_argument("--max-turns", type=int, default=None, help="history entries kept in a session (default: all)")
+    s.add_argument("--temperature", type=float, default=0.05, help="contrastive logits' temperature")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--threads", type=int, default=None)
+
+    def dense_run_args(s):
+        for k in ("tasks", "index-dir", "out-run", "out-queries", "accounting"):
+            s.add_argument(f"--{k}", required=True)
+        s.add_argument("--retriever-params", type=json_arg, default={})
+        s.add_argument("--domain", default=None)
+        s.add_argument("--k", type=int, default=100)
+        s.add_argument("--threads", type=int, default=None)
+
+    s = sub.add_parser("session-retrieve", help="search the dense index with a trained session encoder's "
+                                                "embedding of each turn's session (Table 2)")
+    s.set_defaults(fn=cmd_session_retrieve)
+    dense_run_args(s)
+    s.add_argument("--encoder", required=True, help="the trained encoder's folder")
+    s.add_argument("--name", required=True, help="the encoder's config name (the run's policy: session_<name>)")
+    s.add_argument("--max-turns", type=int, default=None)
+
+    s = sub.add_parser("llm4cs-retrieve", help="LLM4CS: n sampled rewrites per turn, the mean of their "
+                                               "embeddings searched in the dense index (Table 2)")
+    s.set_defaults(fn=cmd_llm4cs_retrieve)
+    dense_run_args(s)
+    for k in ("model", "registry", "cache", "prompts"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--n", type=int, default=5)
+    s.add_argument("--temperature", type=float, default=0.7)
+    s.add_argument("--top-p", type=float, default=1.0)
+    s.add_argument("--max-tokens", type=int, default=64)
+    s.add_argument("--seed", type=int, default=0)

@@ -32,6 +32,11 @@ def run(L: Layout, source: str, retriever: str, policy: str, ext: str = "trec") 
     return f"{root(L)}/runs/{source}/{retriever}/{policy}.{ext}"
 
 
+def session_encoder(L: Layout, source: str, encoder: str) -> str:
+    """A trained session encoder (a sentence-transformers folder with ``training.json``)."""
+    return f"{root(L)}/session_encoders/{source}/{encoder}"
+
+
 def answers(L: Layout, source: str, model: str, strategy: str, ext: str = "jsonl") -> str:
     """``jsonl`` (one answer record per turn), ``report.json``, ``accounting.json``."""
     return f"{root(L)}/answers/{source}/{model}/{strategy}.{ext}"

@@ -39,6 +39,39 @@ def retrieval_jobs(config: dict) -> list[dict]:
     return [dict(source=source(config), retriever=r, policy=p) for r in c["retrievers"] for p in c["policies"]]
 
 
+def session_jobs(config: dict) -> list[dict]:
+    """Table 2's session-encoder runs: one per configured encoder, searched in its retriever's
+    index (policy ``session_<name>``)."""
+    from convrag.studies.coral.conversational import session_policy
+
+    return [dict(source=source(config), retriever=e["retriever"], policy=session_policy(name), encoder=name)
+            for name, e in config["coral"]["session_encoders"].items()]
+
+
+def llm4cs_jobs(config: dict) -> list[dict]:
+    from convrag.studies.coral.conversational import LLM4CS
+
+    x = config["coral"]["llm4cs"]
+    return [dict(source=source(config), retriever=r, policy=LLM4CS) for r in (x["retrievers"] if x else [])]
+
+
+def run_jobs(config: dict) -> list[dict]:
+    """Every run Table 2 scores: the ad-hoc query policies, the session encoders, LLM4CS."""
+    return retrieval_jobs(config) + session_jobs(config) + llm4cs_jobs(config)
+
+
+def llm4cs_model(config: dict) -> str | None:
+    x = config["coral"]["llm4cs"]
+    return (x["model"] or config["coral"]["rewrite"]["model"]) if x else None
+
+
+def trained_on(config: dict, encoder: str) -> str:
+    """What a session encoder learns from: a train benchmark, or the evaluated conversations
+    themselves (no train split for the generated world; Table 2 says so)."""
+    train = config["coral"]["session_encoders"][encoder]["train"]
+    return train if train else f"{source(config)} (the evaluated conversations)"
+
+
 def generation_run(config: dict) -> tuple[str, str]:
     """(retriever, policy) of the run whose passages the generator sees: the configured one,
     else the first retriever with the golden rewrite (else the first policy)."""
@@ -78,7 +111,8 @@ def sweep_m(name: str) -> int | None:
 
 
 def model_jobs(config: dict) -> list[dict]:
-    """Every model-calling job (for sizing): contextualisation, LLM rewrites, answers (with the
+    """Every model-calling job (for sizing): contextualisation, LLM rewrites (n per turn for
+    LLM4CS), answers (with the
     history summaries of llm_summary; Figure 4's history sweep), NLI and pairwise judging."""
     c = config["coral"]
     jobs = []
@@ -87,6 +121,8 @@ def model_jobs(config: dict) -> list[dict]:
                          source=source(config)))
     jobs += [dict(stage="retrieve", role="rewriter", model=c["rewrite"]["model"], **j)
              for j in retrieval_jobs(config) if j["policy"] == "llm_rewrite"]
+    jobs += [dict(stage="retrieve", role="rewriter", model=llm4cs_model(config), samples=c["llm4cs"]["n"], **j)
+             for j in llm4cs_jobs(config)]
     g, nli = c["generation"], c["evaluation"]["nli_model"]
     sw = g["history_sweep"]
     for j in generation_jobs(config) + sweep_jobs(config):

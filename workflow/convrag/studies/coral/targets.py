@@ -54,13 +54,28 @@ def _fig_sweep(df, stem):
                   ylabel="ROUGE-L (x100); win / lose (% of compared)")
 
 
+def _judge(inputs, ctx):
+    """Figure 5: Table 3's win / draw / lose per model and strategy."""
+    df = _generation(inputs, ctx)
+    cols = ["model", "strategy", "win", "draw", "lose", "compared"]
+    return df[cols].copy() if not df.empty and "win" in df else df.reindex(columns=cols)
+
+
+def _fig_judge(df, stem):
+    from convrag.report import figures
+
+    figures.stacked_bars(df, stem, x="strategy", parts=["win", "draw", "lose"], panel="model",
+                         ylabel="% of decided comparisons")
+
+
 TARGETS = {t.name: t for t in [
     Target("table4_structure", "table", lambda i, c: A.structure_table(_tasks(i)), inputs=("tasks",)),
-    Target("table2_retrieval", "table", lambda i, c: A.retrieval_table(_scores(i)), inputs=("retrieval",)),
+    Target("table2_retrieval", "table", lambda i, c: A.retrieval_table(_scores(i), c.get("queries")), inputs=("retrieval",)),
     Target("table3_generation", "table", _generation, inputs=("generation",)),
     Target("table5_generator_size", "table", lambda i, c: A.generator_size_table(_generation(i, c), c["sizes"]),
            inputs=("generation",)),
     Target("figure3_generator_size", "figure", lambda i, c: A.generator_size_table(_generation(i, c), c["sizes"]),
            _fig_sizes, inputs=("generation",)),
     Target("figure4_history_length", "figure", lambda i, c: _sweep(i), _fig_sweep, inputs=("history_sweep",)),
+    Target("figure5_judge", "figure", _judge, _fig_judge, inputs=("generation",)),
 ]}

@@ -7,7 +7,7 @@ import json
 from convrag.layout import Layout
 from convrag.studies.coral import paths
 from convrag.studies.coral.plan import (constructed, domain, generation_jobs, generation_run, index_corpus,
-                                        retrieval_jobs, source, sweep_jobs, sweep_m)
+                                        llm4cs_model, run_jobs, source, sweep_jobs, sweep_m, trained_on)
 
 
 def tasks_file(config: dict, L: Layout) -> str:
@@ -35,14 +35,14 @@ def contextualise_args(config: dict, registry: str, cache: str) -> str:
 
 
 def run_files(config: dict, L: Layout, ext: str = "trec") -> list[str]:
-    return [paths.run(L, j["source"], j["retriever"], j["policy"], ext) for j in retrieval_jobs(config)]
+    return [paths.run(L, j["source"], j["retriever"], j["policy"], ext) for j in run_jobs(config)]
 
 
 def runs_arg(config: dict, L: Layout) -> str:
     """The runs of the scoring step as JSON [{retriever, policy, domain, path}]."""
     return json.dumps([{"retriever": j["retriever"], "policy": j["policy"], "domain": domain(config),
                         "path": paths.run(L, j["source"], j["retriever"], j["policy"])}
-                       for j in retrieval_jobs(config)])
+                       for j in run_jobs(config)])
 
 
 def retrieve_inputs(config: dict, L: Layout, prompts_dir: str, retriever: str, policy: str) -> dict:
@@ -58,6 +58,49 @@ def retrieve_args(config: dict, retriever: str, policy: str, registry: str, cach
     c = config["coral"]
     return (retrieve_cli_args(config, retriever, policy, c["retrieval_k"], c["rewrite"], registry, cache)
             + f" --domain {domain(config)}")
+
+
+def dense_params(config: dict, retriever: str) -> dict:
+    """A dense retriever's params with the defaults filled (its encoder and query prefix)."""
+    from convrag.retrieval.dense import DEFAULTS
+
+    return {**DEFAULTS, **config["retrievers"][retriever]["params"]}
+
+
+def train_inputs(config: dict, L: Layout, encoder: str) -> dict:
+    """The training turns of a session encoder and the corpus their gold passages come from."""
+    from convrag.data.benchmarks import corpus_id
+
+    train = config["coral"]["session_encoders"][encoder]["train"]
+    if train is None:
+        return {"tasks": tasks_file(config, L), "corpus": L.corpus(index_corpus(config))}
+    return {"tasks": L.benchmark_tasks(train), "corpus": L.corpus(corpus_id(train, domain(config)))}
+
+
+def train_args(config: dict, encoder: str) -> str:
+    e = config["coral"]["session_encoders"][encoder]
+    p = dense_params(config, e["retriever"])
+    args = [f"--style {e['style']} --base-model {p['model']} --epochs {e['epochs']} --batch-size {e['batch_size']}",
+            f"--lr {e['lr']} --temperature {e['temperature']} --seed {e['seed']}",
+            f"--query-prefix {json.dumps(p['query_prefix'])} --trained-on {json.dumps(trained_on(config, encoder))}"]
+    if e["max_steps"]:
+        args.append(f"--max-steps {e['max_steps']}")
+    if e["max_turns"] is not None:
+        args.append(f"--max-turns {e['max_turns']}")
+    return " ".join(args)
+
+
+def session_args(config: dict, encoder: str) -> str:
+    e = config["coral"]["session_encoders"][encoder]
+    return (f"--name {encoder} --k {config['coral']['retrieval_k']} --domain {domain(config)}"
+            + (f" --max-turns {e['max_turns']}" if e["max_turns"] is not None else ""))
+
+
+def llm4cs_args(config: dict, registry: str, cache: str) -> str:
+    x = config["coral"]["llm4cs"]
+    return (f"--model {llm4cs_model(config)} --registry {registry} --cache {cache} --n {x['n']} "
+            f"--temperature {x['temperature']} --top-p {x['top_p']} --max-tokens {x['max_tokens']} "
+            f"--k {config['coral']['retrieval_k']} --domain {domain(config)}")
 
 
 def models(config: dict, retriever: str, policy: str) -> list[str]:
