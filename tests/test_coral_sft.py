@@ -74,7 +74,8 @@ def test_rewrite_messages_are_what_llm_rewrite_sends_byte_for_byte():
     expected = [{"role": "system", "content": "Rewrite it."},
                 {"role": "user", "content": "H:\nUser: a?\nQ: b?\nA:"},
                 {"role": "assistant", "content": "a b?"},
-                {"role": "user", "content": "H:\nUser: Who wrote Blue Rain?\nAssistant: Tolo.\nQ: Where was she born?\nA:"}]
+                {"role": "user",
+                 "content": "H:\nUser: Who wrote Blue Rain?\nAssistant: Tolo.\nQ: Where was she born?\nA:"}]
     assert rewrite_messages(state, MINI) == expected
     assert rewrite_messages(first, MINI)[-1] == {"role": "user", "content": "H:\n(none)\nQ: Hi?\nA:"}
     llm = Scripted()
@@ -131,6 +132,10 @@ def test_generate_examples_without_citations_and_skips():
     assert report["skipped"] == {"no_reference": 1} and report["skipped_tasks"]["no_reference"] == ["c3_1"]
     assert report["plain_targets"] == 0 and report["citations_kept"] == 0
     assert sft.cite_by_index("a [7] b [8][7].", ["8", "7", "8"]) == ("a [2] b [1][2].", 3, 0)
+    # the generated world's ids (coral_world/12) are markers only when the task cites them
+    cited = ["coral_world/12", "coral_world/2", "coral_world/22"]
+    assert sft.cite_by_index("A.[coral_world/12] B.[coral_world/2][coral_world/22] C [x].",
+                             ["coral_world/22", "coral_world/12"], cited) == ("A.[2] B.[1] C [x].", 2, 1)
 
 
 def test_example_errors_name_what_is_wrong():
@@ -202,8 +207,8 @@ def test_cli_options_and_the_papers_defaults():
                              "--strategy", "rewrite", "--top-k", "3", "--lora", '{"r": 4}', "--max-steps", "2"])
     assert a.fn is sft.cmd_sft
     assert (a.lr, a.batch_size, a.max_length, a.epochs, a.seed) == (1e-5, 1, 4096, 1.0, 0)
-    assert (a.role, a.strategy, a.top_k, a.lora, a.max_steps, a.citations) == ("generate", "rewrite", 3, {"r": 4}, 2,
-                                                                               "index")
+    assert (a.role, a.strategy, a.top_k, a.lora, a.max_steps) == ("generate", "rewrite", 3, {"r": 4}, 2)
+    assert a.citations == "index" and not a.no_gradient_checkpointing
     assert a.registry == "config/models.yaml" and a.prompts is None and a.report is None
     with pytest.raises(SystemExit):
         parser().parse_args(["sft", "--tasks", "t", "--role", "judge", "--base-model", "m", "--out", "o"])
@@ -221,6 +226,42 @@ def test_cli_generate_needs_a_run_and_rejects_llm_summary(tmp_path):
     with pytest.raises(ConfigError, match="SFT examples support raw_context, last_response, rewrite"):
         a.fn(a)
     assert not (tmp_path / "o").exists()
+
+
+def test_cli_reads_the_retrieval_run_as_answer_does_and_writes_the_report(tmp_path, monkeypatch):
+    from convrag.io import write_jsonl
+
+    p101 = Passage("101", "Blue Rain", "Blue Rain is a novel by Tolo Vanes.")
+    p205 = Passage("205", "Tolo Vanes", "Tolo Vanes was born in Orvik.")
+    write_jsonl(tmp_path / "tasks.jsonl", TASKS)
+    write_jsonl(tmp_path / "corpus.jsonl", [p101, p205, Passage("7", "", "unrelated")])
+    (tmp_path / "run.trec").write_text("c1_1 Q0 101 1 2.0 bm25\nc1_1 Q0 7 2 1.0 bm25\n"
+                                       "c1_3 Q0 101 2 1.5 bm25\nc1_3 Q0 205 1 3.0 bm25\n")  # c2_2: no hit
+    write_jsonl(tmp_path / "queries.jsonl", [{"task_id": t.task_id, "query": t.question} for t in TASKS])
+    seen = {}
+    monkeypatch.setattr(sft, "train_sft", lambda examples, **kw: seen.update(examples=examples, **kw))
+    a = parser().parse_args(["sft", "--tasks", str(tmp_path / "tasks.jsonl"), "--role", "generate",
+                             "--base-model", "smollm2-135m", "--out", str(tmp_path / "o"),
+                             "--run", str(tmp_path / "run.trec"), "--run-queries", str(tmp_path / "queries.jsonl"),
+                             "--corpus", str(tmp_path / "corpus.jsonl"), "--top-k", "1", "--strategy", "last_response",
+                             "--lora", '{"r": 4}', "--max-steps", "3", "--report", str(tmp_path / "report.json")])
+    a.fn(a)
+    shown = {"c1_1": [p101], "c1_3": [p205], "c2_2": []}  # the top 1 of each ranking
+    expected, report = sft.sft_examples(TASKS, "generate", gen.load_prompts(), passages_by_task=shown,
+                                        strategy="last_response")
+    assert seen["examples"] == expected
+    assert [ex["completion"][0]["content"] for ex in expected][:2] == [
+        "Tolo Vanes wrote it [1].", "She was born in Orvik [1]. She moved to Lund in 1970 ."]
+    assert (seen["base_model"], seen["lora"], seen["max_steps"], seen["lr"], seen["role"]) == (
+        "smollm2-135m", {"r": 4}, 3, 1e-5, "generate")
+    assert seen["examples_report"] == report and json.loads((tmp_path / "report.json").read_text()) == report
+    assert report["citations_dropped"] == 2
+
+    seen.clear()
+    a = parser().parse_args(["sft", "--tasks", str(tmp_path / "tasks.jsonl"), "--role", "rewrite",
+                             "--base-model", "smollm2-135m", "--out", str(tmp_path / "o")])
+    a.fn(a)
+    assert seen["examples"] == sft.sft_examples(TASKS, "rewrite", sft.load_rewrite_prompts())[0]
 
 
 # ---- one tiny real run ----------------------------------------------------------------------
@@ -265,7 +306,8 @@ def test_tiny_lora_run_merges_into_a_registry_model(tmp_path):
     # the merged weights moved where LoRA was (every linear layer), nowhere else
     spec = load_registry(registry)["smollm2-135m"]
     base_dir = convert_gguf(*spec.weights_location(), dtype=spec.dtype)  # the converted base (cached)
-    with safe_open(base_dir / "model.safetensors", "pt") as b, safe_open(out / "model" / "model.safetensors", "pt") as m:
+    with (safe_open(base_dir / "model.safetensors", "pt") as b,
+          safe_open(out / "model" / "model.safetensors", "pt") as m):
         assert set(m.keys()) == set(b.keys())  # a plain model: no lora_A / lora_B left
         for name in ("model.layers.0.self_attn.q_proj.weight", "model.layers.29.mlp.down_proj.weight"):
             assert (m.get_tensor(name) - b.get_tensor(name)).abs().max() > 1e-6, name
@@ -275,7 +317,17 @@ def test_tiny_lora_run_merges_into_a_registry_model(tmp_path):
     # a registry entry pointing at the folder runs through the project's engine
     tuned = parse_registry({"coral-sft": {"backend": "transformers", "weights": {"path": str(out / "model")},
                                           "dtype": "float32", "max_model_len": 2048}})["coral-sft"]
-    reply = Engine(tuned, None).generate([Request(messages=examples[0]["prompt"],
-                                                  sampling=Sampling(max_tokens=12, stop=("\n",)))])[0]
+    engine = Engine(tuned, None)
+    reply = engine.generate([Request(messages=examples[0]["prompt"],
+                                     sampling=Sampling(max_tokens=12, stop=("\n",)))])[0]
     assert reply.text.strip() and 1 <= reply.completion_tokens <= 12 and reply.prompt_tokens > 10
+    # TRL tokenised each prompt as the backend does at inference (chat template, generation
+    # prompt, no added special tokens), and the completion after it ends with the stop token
+    backend = engine.backend
+    for ex in examples:
+        prompt = list(backend.tok.apply_chat_template(ex["prompt"], add_generation_prompt=True,
+                                                      return_dict=True)["input_ids"])
+        full = list(backend.tok.apply_chat_template(ex["prompt"] + ex["completion"], return_dict=True)["input_ids"])
+        assert backend.prompt_ids(Request(messages=ex["prompt"])) == prompt == full[:len(prompt)]
+        assert backend.tok.decode(full[len(prompt):]).startswith(ex["completion"][0]["content"] + "<|im_end|>")
     print(f"tiny SFT run: {time.time() - t0:.1f} s (training {written['seconds']:.1f} s); reply {reply.text!r}")

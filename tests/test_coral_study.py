@@ -241,3 +241,28 @@ def test_session_encoder_and_llm4cs_config_checks_wiring_and_labels():
         _validate(lambda c: c["coral"].update(retrievers=["dense"], llm4cs={"retrievers": ["dense"], "model": "x"}))
     with pytest.raises(ConfigError, match="coral.llm4cs.retrievers"):
         _validate(lambda c: c["coral"].update(retrievers=["dense"], llm4cs={"retrievers": ["bm25"]}))
+
+
+def test_sft_config_checks_and_wiring():
+    from convrag.layout import Layout
+    from convrag.studies.coral import STUDY
+    from convrag.studies.coral.wiring import sft_args, sft_inputs
+
+    cfg = _validate()
+    assert set(cfg["coral"]["sft"]) == {"rewriter", "generator"}
+    x = cfg["coral"]["sft"]["rewriter"]
+    assert (x["lr"], x["batch_size"], x["max_length"], x["train"]) == (1e-5, 1, 512, None)
+    L = Layout(cfg["results_dir"])
+    assert set(sft_inputs(cfg, L, "P", "rewriter")) == {"tasks", "prompts"}
+    assert sft_inputs(cfg, L, "P", "rewriter")["prompts"] == "P/rag/rewrite.yaml"
+    gen = sft_inputs(cfg, L, "P", "generator")
+    assert set(gen) == {"tasks", "run", "queries", "corpus", "prompts"} and gen["run"].endswith("bm25/rewrite.trec")
+    assert "--role generate" in sft_args(cfg, "generator", "R") and "--strategy raw_context --top-k 3" in \
+        sft_args(cfg, "generator", "R")
+    assert "--max-steps 1" in sft_args(cfg, "rewriter", "R") and "--strategy" not in sft_args(cfg, "rewriter", "R")
+    assert any(f.endswith("/sft/coral_mini/generator") for f in STUDY.outputs(cfg, L))
+    with pytest.raises(ConfigError, match="coral.sft.generator.train: only a rewriter"):
+        _validate(lambda c: c["coral"]["sft"]["generator"].update(train="coral"))
+    with pytest.raises(ConfigError, match="coral.sft.rewriter.model"):
+        _validate(lambda c: c["coral"]["sft"]["rewriter"].update(model="gpt-9"))
+    assert _validate(lambda c: c["coral"].update(sft=None))["coral"]["sft"] == {}

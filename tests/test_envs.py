@@ -94,7 +94,7 @@ def test_env_specific_contents():
     extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert [canonicalize_name(Requirement(r).name) for r in extras["gpu"]] == ["faiss-gpu"]
     assert [canonicalize_name(Requirement(r).name) for r in extras["cpu"]] == ["faiss-cpu"]
-    for env, extra in ((cpu, "cpu"), (gpu, "gpu"), (java, "cpu")):
+    for env, extra in ((cpu, "cpu,sft"), (gpu, "gpu,sft"), (java, "cpu")):  # sft: coral_sft runs in cpu / gpu
         pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
         assert "-e ${CONVRAG_REPO}[%s]" % extra in pip, (extra, pip)
     assert _conda_specs(java).get("openjdk", "").lstrip("=").startswith("21")
@@ -150,8 +150,12 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
         if env is None:
             out[rule.name] = None
             continue
+        # a study rule's own wildcards (coral's encoder / name) take the first configured entry
+        coral = wf.config.get("coral") or {}
+        extra = {"encoder": next(iter(coral.get("session_encoders") or {}), None),
+                 "name": next(iter(coral.get("sft") or {}), None)}
         cases = ({"*": env} if not callable(env) else
-                 {f"{m}|{r}": env(types.SimpleNamespace(model=m, retriever=r, policy="llm_rewrite", strategy="llm_summary")) for m in models for r in retrievers})
+                 {f"{m}|{r}": env(types.SimpleNamespace(model=m, retriever=r, policy="llm_rewrite", strategy="llm_summary", **extra)) for m in models for r in retrievers})
         out[rule.name] = {k: [v, rule.basedir.join(v).get_path_or_uri(secret_free=True)] for k, v in cases.items()}
 print("PROBE" + json.dumps(out))
 """
@@ -202,3 +206,13 @@ def test_env_choice_per_job_on_the_study_grid(tmp_path):
     assert name["shard_questions"]["*"] == "cpu.yaml"  # sharding model gpt-4o: API
     for rule in ("download_file", "prepare_corpus", "select_questions", "score_lic_rag"):
         assert name[rule]["*"] == "cpu.yaml"
+
+
+def test_coral_training_jobs_take_the_gpu_env_when_they_ask_for_gpus(tmp_path):
+    envs = _probe(tmp_path, [REPO_ROOT / "config" / "studies" / "coral.yaml"])
+    _check_all_resolve(envs)
+    for rule in ("coral_train_session_encoder", "coral_sft"):  # the paper config: one A100 each
+        assert {Path(rel).name for rel, _ in envs[rule].values()} == {"vllm-gpu.yaml"}, rule
+    envs = _probe(tmp_path, [REPO_ROOT / "config" / "tests" / "coral.yaml"])
+    for rule in ("coral_train_session_encoder", "coral_sft"):  # the small grid: CPU
+        assert {Path(rel).name for rel, _ in envs[rule].values()} == {"cpu.yaml"}, rule

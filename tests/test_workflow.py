@@ -210,10 +210,20 @@ def test_coral_builds_every_target_from_its_generated_world(grid):
     t4 = pd.read_csv(grid / CO_OUT / "tables/table4_structure.csv")
     assert int(t4.set_index("flow").loc["all", "turns"]) == len(tasks) > 0
     t2 = pd.read_csv(grid / CO_OUT / "tables/table2_retrieval.csv")
-    assert len(t2) == 2 * 3  # BM25 and dense x last question, golden rewrite, all questions
+    # BM25 and dense x last question, golden rewrite, all questions; then over the dense index the
+    # KD and contrastive session encoders and LLM4CS
+    assert len(t2) == 2 * 3 + 3
+    assert list(t2.policy[-3:]) == ["session_kd", "session_contrastive", "llm4cs"]
+    assert (t2.turns == len([t for t in tasks if t.gold_docs])).all() and t2["R@20"].between(0, 100).all()
+    training = json.loads((grid / CO_OUT / "session_encoders/coral_world/kd/training.json").read_text())
+    assert training["examples_used"] == len(tasks) and training["steps"] >= 1
+    llm4cs = _read_jsonl(grid / CO_OUT / "runs/coral_world/dense/llm4cs.queries.jsonl")
+    assert len(llm4cs) == len(tasks) and all(len(q["rewrites"]) == 2 for q in llm4cs)
     t3 = pd.read_csv(grid / CO_OUT / "tables/table3_generation.csv")
     assert list(t3.strategy) == ["raw_context", "last_response", "rewrite", "llm_summary"]
     assert (t3.tasks == len(tasks)).all() and (t3.compared <= t3.tasks).all()
+    f5 = pd.read_csv(grid / CO_OUT / "figures/figure5_judge.csv")
+    assert list(f5.strategy) == list(t3.strategy) and (f5.compared.to_numpy() == t3.compared.to_numpy()).all()
     decided = t3[t3.compared > 0]
     assert ((decided.win + decided.draw + decided.lose).round(6) == 100).all()
     # every earlier response against only the last one: raw context is never the shorter input

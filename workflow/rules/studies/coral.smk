@@ -153,17 +153,19 @@ rule coral_train_session_encoder:
         source=alternatives([coral_source(config)]),
         encoder=alternatives(list(CORAL["session_encoders"])),
     conda:
-        lambda wc: (
-            CONDA_ENVS["vllm-gpu"]
-            if CORAL["session_encoders"][wc.encoder]["gpus"]
-            else CONDA_ENVS["cpu"]
-        )
+        lambda wc: CONDA_ENVS[
+            coral_wiring.training_job(config, "session_encoders", wc.encoder)["env"]
+        ]
     threads: config["threads"]["index"]
     resources:
         mem_mb=16000,
         runtime=240,
-        gpu=lambda wc: CORAL["session_encoders"][wc.encoder]["gpus"],
-        gpu_model=lambda wc: CORAL["session_encoders"][wc.encoder]["gpu_model"] or "",
+        gpu=lambda wc: coral_wiring.training_job(
+            config, "session_encoders", wc.encoder
+        )["gpu"],
+        gpu_model=lambda wc: coral_wiring.training_job(
+            config, "session_encoders", wc.encoder
+        )["gpu_model"],
     params:
         args=lambda wc: coral_wiring.train_args(config, wc.encoder),
     shell:
@@ -245,6 +247,41 @@ rule coral_llm4cs_retrieve:
         " --index-dir $(dirname {input.index}) --retriever-params {params.retriever_params} {params.args}"
         " --threads {threads} --out-run {output.run} --out-queries {output.queries}"
         " --accounting {output.accounting} 2> {log}"
+
+
+# The paper's "-SFT" models: LoRA fine-tuning (TRL + PEFT) of a rewriter or a generator; an
+# optional rule (coral.sft), GPUs on a cluster when configured.
+rule coral_sft:
+    input:
+        unpack(lambda wc: coral_wiring.sft_inputs(config, L, PROMPTS, wc.name)),
+    output:
+        model=directory(coral_paths.sft(L, "{source}", "{name}")),
+        report=coral_paths.sft(L, "{source}", "{name}", "report.json"),
+    log:
+        "logs/coral/sft/{source}/{name}.log",
+    wildcard_constraints:
+        source=alternatives([coral_source(config)]),
+        name=alternatives(list(CORAL["sft"] or {})),
+    conda:
+        lambda wc: CONDA_ENVS[coral_wiring.training_job(config, "sft", wc.name)["env"]]
+    threads: config["threads"]["simulate"]
+    resources:
+        mem_mb=32000,
+        runtime=720,
+        gpu=lambda wc: coral_wiring.training_job(config, "sft", wc.name)["gpu"],
+        gpu_model=lambda wc: coral_wiring.training_job(config, "sft", wc.name)[
+            "gpu_model"
+        ],
+    params:
+        args=lambda wc: coral_wiring.sft_args(config, wc.name, REGISTRY),
+        passages=lambda wc, input: (
+            f"--run {input.run} --run-queries {input.queries} --corpus {input.corpus}"
+            if "run" in input.keys()
+            else ""
+        ),
+    shell:
+        "convrag coral sft --tasks {input.tasks} --prompts {input.prompts} {params.passages} {params.args}"
+        " --threads {threads} --out {output.model} --report {output.report} 2> {log}"
 
 
 rule score_coral_retrieval:

@@ -77,6 +77,21 @@ class Coral(Study):
                 if config["benchmarks"][e["train"]]["kind"] != "coral":
                     raise ConfigError(f"{source}: coral.session_encoders.{name}.train: benchmarks.{e['train']} "
                                       "must be of kind coral")
+        c["sft"] = c["sft"] or {}
+        for name, x in c["sft"].items():
+            if x["model"] not in registry:
+                raise unknown_name(source, f"coral.sft.{name}.model", x["model"], registry)
+            if x["train"] is not None:
+                if x["role"] != "rewrite":
+                    raise ConfigError(f"{source}: coral.sft.{name}.train: only a rewriter trains on another split "
+                                      "(a generator is shown the generation run's passages, which exist for the "
+                                      "study's own conversations only)")
+                if config["benchmarks"].get(x["train"], {}).get("kind") != "coral":
+                    raise ConfigError(f"{source}: coral.sft.{name}.train: {x['train']!r} must be a benchmarks entry "
+                                      "of kind coral")
+            if x["role"] == "generate" and not c["retrievers"]:
+                raise ConfigError(f"{source}: coral.sft.{name}: a generator is trained on the passages of a retrieval "
+                                  "run, so coral.retrievers must not be empty")
         if c["llm4cs"]:
             for r in c["llm4cs"]["retrievers"]:
                 dense("coral.llm4cs.retrievers", r)
@@ -141,10 +156,14 @@ class Coral(Study):
 
     def outputs(self, config, layout):
         """The conversations, the answers and their scores are final outputs: deleting one makes
-        Snakemake redo its job (from the LLM cache)."""
+        Snakemake redo its job (from the LLM cache); so are the fine-tuned models of ``coral.sft``."""
         from convrag.studies.coral.wiring import answer_files, evaluation_files, tasks_file
 
-        return [tasks_file(config, layout)] + answer_files(config, layout) + evaluation_files(config, layout)
+        from convrag.studies.coral import paths
+        from convrag.studies.coral.plan import source
+
+        sft = [paths.sft(layout, source(config), n) for n in config["coral"]["sft"]]
+        return [tasks_file(config, layout)] + answer_files(config, layout) + evaluation_files(config, layout) + sft
 
     def accounting_files(self, config, layout):
         from convrag.studies.coral import paths

@@ -232,6 +232,9 @@ def cmd_llm4cs_retrieve(a):
 
 
 def add_cli(sub) -> None:
+    from convrag.studies.coral.sft import add_sft_cli
+
+    add_sft_cli(sub)
     s = sub.add_parser("pages", help="render the generated world as Wikipedia-like HTML pages (JSONL, one page a line)")
     s.set_defaults(fn=cmd_pages)
     s.add_argument("--name", required=True, help="the miniworld corpus the pages render (its doc ids are cited)")

@@ -37,6 +37,12 @@ def session_encoder(L: Layout, source: str, encoder: str) -> str:
     return f"{root(L)}/session_encoders/{source}/{encoder}"
 
 
+def sft(L: Layout, source: str, name: str, ext: str | None = None) -> str:
+    """A fine-tuned model: the folder (``model/`` merged weights, ``training.json``), or with
+    ``ext="report.json"`` the examples report beside it."""
+    return f"{root(L)}/sft/{source}/{name}" + (f".{ext}" if ext else "")
+
+
 def answers(L: Layout, source: str, model: str, strategy: str, ext: str = "jsonl") -> str:
     """``jsonl`` (one answer record per turn), ``report.json``, ``accounting.json``."""
     return f"{root(L)}/answers/{source}/{model}/{strategy}.{ext}"

@@ -95,11 +95,12 @@ def load_rewrite_prompts(path: str | Path | None = None) -> dict:
     return prompts
 
 
-def cite_by_index(text: str, shown_ids: Sequence[str]) -> tuple[str, int, int]:
+def cite_by_index(text: str, shown_ids: Sequence[str], cited: Sequence[str] | None = None) -> tuple[str, int, int]:
     """``text`` with every ``[pid]`` marker renumbered to ``[n]``, n = the 1-based position of
     passage ``pid`` in ``shown_ids`` (its first occurrence); a marker of a passage not shown is
-    removed (nothing else changes, as the CORAL loader strips markers). Returns ``(text, kept,
-    dropped)``."""
+    removed (nothing else changes, as the CORAL loader strips markers). Markers are the released
+    data's numeric ids, or exactly the ids in ``cited`` (the task's ``cited_passages``: the
+    generated world's ids look like ``coral_world/12``). Returns ``(text, kept, dropped)``."""
     pos: dict[str, int] = {}
     for n, pid in enumerate(shown_ids, start=1):
         pos.setdefault(str(pid), n)
@@ -113,7 +114,11 @@ def cite_by_index(text: str, shown_ids: Sequence[str]) -> tuple[str, int, int]:
         dropped += 1
         return ""
 
-    return _CITATION.sub(sub, text), kept, dropped
+    pattern = _CITATION
+    if cited:
+        ids = sorted({str(c) for c in cited}, key=len, reverse=True)
+        pattern = re.compile(r"\[(" + "|".join(map(re.escape, ids)) + r"|\d+)\]")
+    return pattern.sub(sub, text), kept, dropped
 
 
 def _example(prompt: list[dict], target: str) -> dict:
@@ -192,7 +197,7 @@ def sft_examples(tasks: Sequence[TurnTask], role: str, prompts: Mapping, *,
             cited = t.labels.get("reference_with_citations") if citations == "index" else None
             if isinstance(cited, str) and cited.strip():
                 ids = [p["id"] for p in shown_passages(passages_by_task, t)]
-                target, k, d = cite_by_index(cited.strip(), ids)
+                target, k, d = cite_by_index(cited.strip(), ids, t.labels.get("cited_passages"))
                 target = target.strip()
                 kept, dropped = kept + k, dropped + d
             else:
@@ -320,12 +325,16 @@ def train_sft(examples: Sequence[Mapping], *, base_model: str, registry_path: st
             seed=seed, data_seed=seed, report_to=[], save_strategy="no", logging_strategy="steps", logging_steps=1,
             # TRL 1.x turns bf16 autocast on by default: on a CPU without bf16 units that made one
             # step of SmolLM2-135M ~50x slower (measured: 60 s instead of ~1 s); CPU trains in fp32
-            use_cpu=not on_gpu, bf16=on_gpu and torch.cuda.is_bf16_supported(), fp16=False, dataloader_num_workers=0, disable_tqdm=True, shuffle_dataset=False,
+            use_cpu=not on_gpu, bf16=on_gpu and torch.cuda.is_bf16_supported(), fp16=False,
+            dataloader_num_workers=0, disable_tqdm=True, shuffle_dataset=False,
             **{ckpt: gradient_checkpointing},
         )
         trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tok,
                              peft_config=peft_config)
         used = len(trainer.train_dataset)
+        if not used:
+            raise DataError(f"train_sft: TRL dropped all {len(examples)} examples: each one's prompt fills "
+                            f"max_length={max_length} tokens, leaving no completion token to learn")
         at_max = (sum(1 for ids in trainer.train_dataset["input_ids"] if len(ids) >= max_length)
                   if max_length is not None else 0)
         result = trainer.train()

@@ -103,6 +103,37 @@ def llm4cs_args(config: dict, registry: str, cache: str) -> str:
             f"--k {config['coral']['retrieval_k']} --domain {domain(config)}")
 
 
+def training_job(config: dict, block: str, name: str | None) -> dict:
+    """A training job's env key and SLURM GPUs (``block``: session_encoders or sft): the GPU env
+    when the entry asks for GPUs, else the CPU env."""
+    x = (config["coral"][block] or {}).get(name) or {}
+    gpus = x.get("gpus") or 0
+    return {"env": "vllm-gpu" if gpus else "cpu", "gpu": gpus, "gpu_model": x.get("gpu_model") or ""}
+
+
+def sft_inputs(config: dict, L: Layout, prompts_dir: str, name: str) -> dict:
+    """A fine-tuning job's turns and prompt file; a generator also sees the generation run's
+    passages (over the study's own conversations)."""
+    x = config["coral"]["sft"][name]
+    if x["role"] == "rewrite":
+        tasks = L.benchmark_tasks(x["train"]) if x["train"] else tasks_file(config, L)
+        return {"tasks": tasks, "prompts": f"{prompts_dir}/rag/rewrite.yaml"}
+    ins = answer_inputs(config, L, prompts_dir)
+    return {k: ins[k] for k in ("tasks", "run", "queries", "corpus", "prompts")}
+
+
+def sft_args(config: dict, name: str, registry: str) -> str:
+    x = config["coral"]["sft"][name]
+    args = [f"--role {x['role']} --base-model {x['model']} --registry {registry} --epochs {x['epochs']}",
+            f"--lr {x['lr']} --batch-size {x['batch_size']} --max-length {x['max_length']} --seed {x['seed']}",
+            f"--lora {json.dumps(json.dumps(x['lora'], sort_keys=True))}"]
+    if x["max_steps"]:
+        args.append(f"--max-steps {x['max_steps']}")
+    if x["role"] == "generate":
+        args.append(f"--strategy {x['strategy']} --top-k {config['coral']['generation']['top_k']}")
+    return " ".join(args)
+
+
 def models(config: dict, retriever: str, policy: str) -> list[str]:
     from convrag.rag.retrieve import retrieve_models
 
