@@ -98,3 +98,66 @@ def test_compare_with_the_real_tiny_model(tmp_path):
     assert all(o in ("win", "draw", "lose", None) for o in out)
     assert summary["pairs"] == 2 and summary["unparsed_replies"] == sum(not v["parsed"] for v in verdicts)
     assert eng.accounting.calls == 4 and eng.accounting.batches == 1  # both orders of both pairs, one batch
+
+
+def test_judge_table_hand_computed():
+    from convrag.studies.coral.analyses import JUDGE_COLUMN, judge_table
+
+    rows = [("win", "win"), ("draw", "lose"), ("lose", "lose"), ("draw", None), (None, "win")]
+    df = pd.DataFrame([{"task_id": f"t{i}", "model": "m", "strategy": "rewrite", "compare_model": "big",
+                        "comparison": a, f"{JUDGE_COLUMN}small": b} for i, (a, b) in enumerate(rows)])
+    t = judge_table(df).set_index("judge")
+    assert list(t.index) == ["big", "small"]
+    # big decided 4: win 1, draw 2, lose 1; small decided 4: win 2, lose 2
+    assert (t.loc["big", "win"], t.loc["big", "draw"], t.loc["big", "lose"], t.loc["big", "compared"]) == \
+        (25.0, 50.0, 25.0, 4)
+    assert (t.loc["small", "win"], t.loc["small", "draw"], t.loc["small", "lose"]) == (50.0, 0.0, 50.0)
+    # both decided t0-t2: 2 of 3 equal; kappa by hand: p_o = 2/3; big (win, draw, lose) = 1/3 each,
+    # small (win 1/3, lose 2/3): p_e = 1/9 + 0 + 2/9 = 1/3; kappa = (2/3 - 1/3) / (2/3) = 0.5
+    assert t.loc["small", "both_decided"] == 3 and t.loc["small", "agreement"] == pytest.approx(2 / 3)
+    assert t.loc["small", "kappa"] == pytest.approx(0.5)
+    assert t.loc["big", "agreement"] == 1.0 and t.loc["big", "kappa"] == pytest.approx(1.0)
+    assert judge_table(df.drop(columns=["comparison"])).empty
+
+
+@pytest.mark.tinymodel
+def test_evaluate_cli_other_judges_same_weights_agree(tmp_path):
+    """Two registry names for the same SmolLM2 weights judge the same pairs: their outcomes agree
+    exactly, and the second judge is answered from the cache (keyed on the weights, not the
+    name); each judge is accounted apart."""
+    import json
+
+    import yaml
+
+    from convrag.cli import main
+    from convrag.io import write_jsonl
+    from convrag.records import TurnTask, write_records
+    from convrag.studies.coral.analyses import JUDGE_COLUMN, judge_table
+
+    reg = yaml.safe_load((REPO_ROOT / "config" / "models.yaml").read_text())
+    write = {"smollm2-135m": reg["smollm2-135m"], "smollm2-135m-b": reg["smollm2-135m"]}
+    (tmp_path / "models.yaml").write_text(yaml.safe_dump(write))
+    tasks = [TurnTask(task_id=f"t{i}", benchmark="coral", conversation_id=f"c{i}", turn=1, history=[],
+                      question="When did the Harl lighthouse open?", reference_answers=["It opened in 1881."])
+             for i in range(2)]
+    write_records(tmp_path / "tasks.jsonl", tasks)
+    write_jsonl(tmp_path / "answers.jsonl", [
+        {"task_id": f"t{i}", "model": "m", "strategy": "rewrite", "response": r, "prompt_tokens": 10,
+         "passages": [{"id": "p1", "title": "Harl", "text": "The Harl lighthouse opened in 1881."}]}
+        for i, r in enumerate(["The Harl lighthouse opened in 1881 [1].", "Ships sail at night."])])
+    out = tmp_path / "scores.parquet"
+    main(["coral", "evaluate", "--tasks", str(tmp_path / "tasks.jsonl"), "--answers", str(tmp_path / "answers.jsonl"),
+          "--model", "m", "--strategy", "rewrite", "--nli-model", "smollm2-135m", "--nli-max-tokens", "2",
+          "--registry", str(tmp_path / "models.yaml"), "--cache", str(tmp_path / "c.sqlite"),
+          "--prompts-dir", str(REPO_ROOT / "resources" / "prompts"), "--compare-model", "smollm2-135m",
+          "--judges", "smollm2-135m-b", "--out", str(out), "--verdicts", str(tmp_path / "v.jsonl"),
+          "--accounting", str(tmp_path / "acc.json")])
+    df = pd.read_parquet(out)
+    assert list(df["comparison"]) == list(df[f"{JUDGE_COLUMN}smollm2-135m-b"])
+    t = judge_table(df).set_index("judge")
+    assert t.loc["smollm2-135m-b", "agreement"] == 1.0 and t.loc["smollm2-135m-b", "both_decided"] == 2
+    acc = json.loads((tmp_path / "acc.json").read_text())
+    assert acc["pairwise_judge"]["calls"] == 4
+    assert (acc["pairwise_judge:smollm2-135m-b"]["calls"], acc["pairwise_judge:smollm2-135m-b"]["cache_hits"]) == (0, 4)
+    verdicts = [json.loads(x) for x in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert sum(v.get("judge_model") == "smollm2-135m-b" for v in verdicts) == 4

@@ -98,7 +98,7 @@ def _validate(change=None):
                          **{k: TEST_CONFIG[k] for k in ("corpora", "coral")}})
     if change:
         change(cfg)
-    return validate_config(cfg, source="x.yaml", registry={"smollm2-135m": {}})
+    return validate_config(cfg, source="x.yaml", registry={"smollm2-135m": {}, "judge-b": {}})
 
 
 def test_config_checks_name_the_key():
@@ -266,3 +266,17 @@ def test_sft_config_checks_and_wiring():
     with pytest.raises(ConfigError, match="coral.sft.rewriter.model"):
         _validate(lambda c: c["coral"]["sft"]["rewriter"].update(model="gpt-9"))
     assert _validate(lambda c: c["coral"].update(sft=None))["coral"]["sft"] == {}
+
+
+def test_judges_config_check_and_wiring():
+    from convrag.studies.coral.wiring import evaluate_args, evaluation_models
+
+    cfg = _validate(lambda c: c["coral"].update(evaluation={"judges": ["judge-b"]}))
+    assert evaluate_args(cfg, "R", "C", "P").endswith("--compare-model smollm2-135m --compare-max-tokens 4 "
+                                                      "--judges judge-b")
+    assert evaluation_models(cfg) == ["smollm2-135m", "judge-b"]
+    assert "--judges" not in evaluate_args(_validate(), "R", "C", "P")
+    with pytest.raises(ConfigError, match="coral.evaluation.judges"):
+        _validate(lambda c: c["coral"].update(evaluation={"judges": ["gpt-9"]}))
+    with pytest.raises(ConfigError, match="already the compare model"):
+        _validate(lambda c: c["coral"].update(evaluation={"judges": ["smollm2-135m"]}))

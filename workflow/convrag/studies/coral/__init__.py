@@ -30,6 +30,7 @@ class Coral(Study):
         from convrag.errors import ConfigError
         from convrag.metrics.registry import check_metric_names
         from convrag.rag.policies import POLICIES
+        from convrag.studies.coral.wiring import compare_model as compare_model_of
 
         c = config["coral"]
         if bool(c["world"]) == bool(c["benchmark"]):
@@ -115,6 +116,10 @@ class Coral(Study):
             cm = c["evaluation"]["compare_model"]
             if c["evaluation"]["compare"] and cm is not None and cm not in registry:
                 raise unknown_name(source, "coral.evaluation.compare_model", cm, registry)
+            check_names(source, "coral.evaluation.judges", c["evaluation"]["judges"], registry)
+            if compare_model_of(config) in c["evaluation"]["judges"]:
+                raise ConfigError(f"{source}: coral.evaluation.judges: {compare_model_of(config)!r} is already the "
+                                  "compare model")
             sw = g["history_sweep"]
             if sw and len(set(sw["m"])) != len(sw["m"]):
                 raise ConfigError(f"{source}: coral.generation.history_sweep.m: repeated values {sw['m']}")

@@ -8,6 +8,8 @@ import pandas as pd
 
 from convrag.studies.coral.plan import FLOWS, POLICY_LABELS
 
+JUDGE_COLUMN = "comparison:"  # + a judge model: Figure 5's other judges' outcomes per turn
+
 
 def _words(text: str | None) -> int:
     return len((text or "").split())
@@ -82,3 +84,36 @@ def history_sweep_table(scores: pd.DataFrame) -> pd.DataFrame:
                      "input_tokens": t["input_tokens"], "tasks": int(t["tasks"])})
     return pd.DataFrame(rows)
 
+
+
+def judge_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """Figure 5: per answering model, history strategy and pairwise judge (the compare model
+    first, then the other judges of ``evaluation.judges``), win / draw / lose (% of the pairs
+    that judge decided), the decided pairs, and the judge's agreement with the compare model
+    over the pairs both decided (share of equal outcomes, and Cohen's kappa from scikit-learn;
+    NaN when fewer than two pairs or a single outcome class makes kappa undefined)."""
+    from sklearn.metrics import cohen_kappa_score
+
+    cols = ["model", "strategy", "judge", "win", "draw", "lose", "compared", "agreement", "kappa", "both_decided"]
+    if scores.empty or "comparison" not in scores:
+        return pd.DataFrame(columns=cols)
+    others = [c for c in scores.columns if c.startswith(JUDGE_COLUMN)]
+    order = {s: i for i, s in enumerate(["raw_context", "last_response", "rewrite", "llm_summary"])}
+    rows = []
+    for (model, strategy), g in scores.groupby(["model", "strategy"], sort=False):
+        primary = g["comparison"]
+        for col, judge in [("comparison", g["compare_model"].iloc[0])] + [(c, c[len(JUDGE_COLUMN):]) for c in others]:
+            o = g[col].dropna()
+            n = len(o)
+            both = primary.notna() & g[col].notna()
+            a, b = primary[both].astype(str), g.loc[both, col].astype(str)
+            agree = float((a == b).mean()) if both.any() else float("nan")
+            kappa = float("nan")
+            if both.sum() >= 2 and len(set(a) | set(b)) > 1:
+                kappa = float(cohen_kappa_score(a, b))
+            rows.append({"model": model, "strategy": strategy, "judge": judge,
+                         **{x: (100.0 * float((o == x).sum()) / n if n else float("nan")) for x in ("win", "draw", "lose")},
+                         "compared": n, "agreement": agree, "kappa": kappa, "both_decided": int(both.sum())})
+    out = pd.DataFrame(rows, columns=cols)
+    out["_s"] = out.strategy.map(lambda s: order.get(s, len(order)))
+    return out.sort_values(["model", "_s"], kind="stable").drop(columns="_s").reset_index(drop=True)

@@ -124,19 +124,27 @@ def cmd_evaluate(a):
         verdicts = list(getattr(entail, "verdicts", []))
         if a.compare_model:
             from convrag.config import read_prompt_file
+            from convrag.studies.coral.analyses import JUDGE_COLUMN
             from convrag.studies.coral.judges import PROMPT_FILE, check_pairwise_prompts, compare
 
             by_id = {t.task_id: t for t in task_list}
             ts = [by_id[r["task_id"]] for r in records]
-            comparer = pool.engine(a.compare_model)
-            outcomes, pair_verdicts, summary["comparison"] = compare(
-                records, [(t.rewrite or t.question) for t in ts],
-                [t.reference_answers[0] if t.reference_answers else None for t in ts], comparer,
-                read_prompt_file(Path(a.prompts_dir) / PROMPT_FILE, check_pairwise_prompts, "pairwise prompts"),
-                a.compare_max_tokens)
-            df = df.assign(comparison=outcomes, compare_model=a.compare_model)
-            verdicts += pair_verdicts
-            acc["pairwise_judge"] = comparer.accounting.to_dict()
+            questions = [(t.rewrite or t.question) for t in ts]
+            goldens = [t.reference_answers[0] if t.reference_answers else None for t in ts]
+            prompts = read_prompt_file(Path(a.prompts_dir) / PROMPT_FILE, check_pairwise_prompts, "pairwise prompts")
+            # the compare model, then Figure 5's other judges on the same pairs with the same prompt
+            for j in [a.compare_model, *a.judges]:
+                comparer = pool.engine(j)
+                outcomes, pair_verdicts, counts = compare(records, questions, goldens, comparer, prompts,
+                                                          a.compare_max_tokens)
+                if j == a.compare_model:
+                    df = df.assign(comparison=outcomes, compare_model=j)
+                    summary["comparison"], acc["pairwise_judge"] = counts, comparer.accounting.to_dict()
+                else:
+                    df[f"{JUDGE_COLUMN}{j}"] = outcomes
+                    summary[f"comparison:{j}"], acc[f"pairwise_judge:{j}"] = counts, comparer.accounting.to_dict()
+                    pair_verdicts = [{**v, "judge_model": j} for v in pair_verdicts]
+                verdicts += pair_verdicts
         acc["job"] = {**summary, "nli": entail.summary() if hasattr(entail, "summary") else {"model": nli_name},
                       "wall_seconds": round(time.time() - t0, 3)}
         write_outputs([(a.verdicts, lambda p: write_jsonl(p, verdicts)),
@@ -292,6 +300,8 @@ def add_cli(sub) -> None:
     s.add_argument("--compare-model", default=None, help="registry model of the win / draw / lose judge (none: "
                                                           "no comparison)")
     s.add_argument("--compare-max-tokens", type=int, default=4)
+    s.add_argument("--judges", nargs="*", default=[], help="with --compare-model: other registry models that judge "
+                                                          "the same pairs (Figure 5's judge comparison)")
     s.add_argument("--threads", type=int, default=None)
 
     s = sub.add_parser("score-retrieval", help="score every retrieval run per turn with ir_measures into Parquet")

@@ -55,16 +55,19 @@ def _fig_sweep(df, stem):
 
 
 def _judge(inputs, ctx):
-    """Figure 5: Table 3's win / draw / lose per model and strategy."""
-    df = _generation(inputs, ctx)
-    cols = ["model", "strategy", "win", "draw", "lose", "compared"]
-    return df[cols].copy() if not df.empty and "win" in df else df.reindex(columns=cols)
+    """Figure 5: each judge's win / draw / lose per model and strategy, with its agreement."""
+    import pandas as pd
+
+    files = inputs["generation"]
+    return A.judge_table(pd.concat([pd.read_parquet(f) for f in files], ignore_index=True) if files
+                         else pd.DataFrame())
 
 
 def _fig_judge(df, stem):
     from convrag.report import figures
 
-    figures.stacked_bars(df, stem, x="strategy", parts=["win", "draw", "lose"], panel="model",
+    d = df.assign(bar=df.strategy + " | " + df.judge) if not df.empty else df.assign(bar=[])
+    figures.stacked_bars(d, stem, x="bar", parts=["win", "draw", "lose"], panel="model",
                          ylabel="% of decided comparisons")
 
 

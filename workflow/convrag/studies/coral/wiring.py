@@ -196,7 +196,8 @@ def evaluate_args(config: dict, registry: str, cache: str, prompts_dir: str) -> 
             f"--at-most-citations {e['at_most_citations']}"
             + (" --first-line" if e["first_line"] else "")
             + (f" --compare-model {compare_model(config)} --compare-max-tokens {e['compare_max_tokens']}"
-               if e["compare"] else ""))
+               if e["compare"] else "")
+            + (f" --judges {' '.join(e['judges'])}" if e["compare"] and e["judges"] else ""))
 
 
 def compare_model(config: dict) -> str | None:
@@ -206,10 +207,10 @@ def compare_model(config: dict) -> str | None:
 
 
 def evaluation_models(config: dict) -> list[str]:
-    """Registry models the evaluate job loads (the LLM NLI judge, the comparison judge)."""
+    """Registry models the evaluate job loads (the LLM NLI judge, the comparison judges)."""
     e = config["coral"]["evaluation"]
     return list(dict.fromkeys(([e["nli_model"]] if e["nli"] == "llm" else [])
-                              + ([compare_model(config)] if e["compare"] else [])))
+                              + ([compare_model(config)] + e["judges"] if e["compare"] else [])))
 
 
 def evaluate_gpu(config: dict, gpu_resources) -> dict:
