@@ -35,6 +35,7 @@ def test_closed_book_writes_only_manifest_and_returns_nothing(corpus, tmp_path):
 CAPS = {
     "closed_book": (True, False, False, False, "cheap"),
     "bm25": (False, False, False, False, "cheap"),
+    "lucene_bm25": (False, False, False, False, "cheap"),
     "dense": (False, False, False, False, "cheap"),
     "hipporag": (False, True, False, True, "query_llm"),
     "sparse": (False, False, False, False, "cheap"),

@@ -234,3 +234,15 @@ def test_coral_builds_every_target_from_its_generated_world(grid):
     assert set(f4.m) == {1, 2} and (f4.tasks == min(reach, 4)).all()
     verdicts = _read_jsonl(grid / CO_OUT / "evaluation/coral_world/smollm2-135m/raw_context.verdicts.jsonl")
     assert sum(v["judge"] == "coral_pairwise" for v in verdicts) == 2 * len(tasks)
+
+
+def test_coral_rerun_of_a_deleted_llm4cs_run_makes_no_model_call(grid):
+    """LLM4CS samples its rewrites at temperature 0.7: the rerun must come from the cache, so
+    the run file is byte-identical and the rewriter is never loaded."""
+    base = grid / CO_OUT / "runs/coral_world/dense/llm4cs"
+    old = Path(f"{base}.trec").read_text()
+    Path(f"{base}.trec").unlink()
+    _snakemake(grid)
+    assert Path(f"{base}.trec").read_text() == old
+    acc = json.loads(Path(f"{base}.accounting.json").read_text())["rewriter"]
+    assert acc["calls"] == 0 and acc["cache_hits"] == acc["unique_requests"] > 0 and acc["load_seconds"] == 0

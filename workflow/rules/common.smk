@@ -214,8 +214,12 @@ def needs_gpu_env(model):
 
 
 def uses_pyserini(retriever):
+    """Lucene-backed retrievers need the JDK env: BM25 on pyserini, and the RECOR baseline's
+    lucene_bm25 (pyserini's analyzer, gensim's scoring)."""
     r = config["retrievers"][retriever]
-    return r["kind"] == "bm25" and (r.get("params") or {}).get("backend") == "pyserini"
+    return r["kind"] == "lucene_bm25" or (
+        r["kind"] == "bm25" and (r.get("params") or {}).get("backend") == "pyserini"
+    )
 
 
 def conda_env(models=(), retriever=None):

@@ -169,3 +169,4 @@ class MtragConversations(MtragUn):
 register_benchmark_loader(MtragConversations())
 
 import convrag.data.coral  # noqa: E402,F401  (registers the "coral" benchmark loader)
+import convrag.data.recor  # noqa: E402,F401  (registers the "recor" benchmark loader)

@@ -26,6 +26,7 @@ __all__ = ["RETRIEVERS", "Capabilities", "Hits", "QueryCost", "Retriever", "Sear
 _MODULES = {
     "closed_book": "convrag.retrieval.closed_book",
     "bm25": "convrag.retrieval.bm25",
+    "lucene_bm25": "convrag.retrieval.lucene_bm25",
     "dense": "convrag.retrieval.dense",
     "sparse": "convrag.retrieval.sparse",
     "hipporag": "convrag.retrieval.graph.hipporag",

@@ -160,15 +160,17 @@ class Coral(Study):
         return {"sizes": {m: registry[m].params_b for m in c["generation"]["models"]}, "queries": queries}
 
     def outputs(self, config, layout):
-        """The conversations, the answers and their scores are final outputs: deleting one makes
-        Snakemake redo its job (from the LLM cache); so are the fine-tuned models of ``coral.sft``."""
-        from convrag.studies.coral.wiring import answer_files, evaluation_files, tasks_file
+        """The conversations, the retrieval runs, the answers and their scores are final outputs:
+        deleting one makes Snakemake redo its job (from the LLM cache); so are the fine-tuned
+        models of ``coral.sft``."""
+        from convrag.studies.coral.wiring import answer_files, evaluation_files, run_files, tasks_file
 
         from convrag.studies.coral import paths
         from convrag.studies.coral.plan import source
 
         sft = [paths.sft(layout, source(config), n) for n in config["coral"]["sft"]]
-        return [tasks_file(config, layout)] + answer_files(config, layout) + evaluation_files(config, layout) + sft
+        return ([tasks_file(config, layout)] + run_files(config, layout) + answer_files(config, layout)
+                + evaluation_files(config, layout) + sft)
 
     def accounting_files(self, config, layout):
         from convrag.studies.coral import paths
