@@ -62,6 +62,46 @@ class MiniworldMtrag(BenchmarkLoader):
 register_benchmark_loader(MiniworldMtrag())
 
 
+class MiniworldRecor(BenchmarkLoader):
+    """The mini world rendered as a RECOR-like benchmark with incomplete qrels by construction
+    (convrag.data.miniworld_recor): ``domains: {<name>: {seed, spec, dialogues, turns}}``, each
+    domain its own world; ``spec`` holds the world sizes and the plant shares."""
+
+    kind = "miniworld_recor"
+
+    def check(self, name, spec, source):
+        from convrag.data.miniworld_recor import check_domain
+
+        unknown = sorted(set(spec) - {"kind", "domains"})
+        if unknown:
+            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.{unknown[0]}': unknown key "
+                              "(known: kind, domains)")
+        if not isinstance(spec.get("domains"), dict) or not spec["domains"]:
+            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.domains': a mapping of domain name "
+                              "-> {seed, spec, dialogues, turns}")
+        for d, v in spec["domains"].items():
+            try:
+                check_domain(d, v)
+            except ConfigError as e:
+                key = ".".join(x for x in (f"benchmarks.{name}.domains.{d}", getattr(e, "key", "")) if x)
+                raise ConfigError(f"{source}: invalid config key '{key}': {getattr(e, 'why', e)}") from None
+
+    def tasks(self, name, spec, files):
+        from convrag.data.miniworld_recor import render_recor
+
+        tasks, _, report = render_recor(spec["domains"], name)
+        return tasks, report
+
+    def corpus(self, name, spec, domain, files):
+        from convrag.data.miniworld_recor import render_recor
+
+        _, passages, _ = render_recor({domain: spec["domains"][domain]}, name)
+        return passages
+
+
+register_benchmark_loader(MiniworldRecor())
+
+
 class MtragUn(BenchmarkLoader):
     """IBM's MTRAG-UN (convrag.data.mtrag): the generation tasks (one representative turn per
     conversation), per-domain BEIR qrels and the MTRAG passage-level corpora, downloaded from
