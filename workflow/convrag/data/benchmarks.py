@@ -22,6 +22,14 @@ class BenchmarkLoader:
     """Base class of a benchmark loader; a loader overrides what it has."""
 
     kind = ""
+    KEYS: tuple[str, ...] = ()  # the config keys a loader knows (``check_keys``)
+
+    def check_keys(self, name: str, spec: dict, source: str) -> None:
+        """An unknown key of ``benchmarks.<name>`` is an error naming it and the known ones."""
+        unknown = sorted(set(spec) - set(self.KEYS))
+        if unknown:
+            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.{unknown[0]}': unknown key "
+                              f"(known: {', '.join(self.KEYS)})")
 
     def check(self, name: str, spec: dict, source: str) -> None:
         """Validate the config entry (raise ConfigError naming ``benchmarks.<name>.<key>``)."""

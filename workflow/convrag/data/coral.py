@@ -761,10 +761,7 @@ class Coral(BenchmarkLoader):
 
     def check(self, name, spec, source):
         key = f"benchmarks.{name}"
-        unknown = sorted(set(spec) - set(self.KEYS))
-        if unknown:
-            raise ConfigError(f"{source}: invalid config key '{key}.{unknown[0]}': unknown key "
-                              f"(known: {', '.join(self.KEYS)})")
+        self.check_keys(name, spec, source)
         if spec.get("release", "v2") not in self.RELEASES:
             raise ConfigError(f"{source}: invalid config key '{key}.release': {spec['release']!r} is not one of "
                               f"{', '.join(self.RELEASES)}")

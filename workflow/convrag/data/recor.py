@@ -475,10 +475,7 @@ class Recor(BenchmarkLoader):
 
     def check(self, name, spec, source):
         key = f"benchmarks.{name}"
-        unknown = sorted(set(spec) - set(self.KEYS))
-        if unknown:
-            raise ConfigError(f"{source}: invalid config key '{key}.{unknown[0]}': unknown key "
-                              f"(known: {', '.join(self.KEYS)})")
+        self.check_keys(name, spec, source)
         fmt = spec.get("format", "official")
         if fmt not in FORMATS:
             raise ConfigError(f"{source}: invalid config key '{key}.format': {fmt!r} is not one of "
