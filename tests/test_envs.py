@@ -154,8 +154,12 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
         coral = wf.config.get("coral") or {}
         extra = {"encoder": next(iter(coral.get("session_encoders") or {}), None),
                  "name": next(iter(coral.get("sft") or {}), None)}
+        # worse_labels' slice / rung: the first slice and its first rung
+        wl = {k: v for k, v in ((wf.config.get("worse_labels") or {}).get("slices") or {}).items() if v}
+        sl = next(iter(wl), None)
+        extra.update(slice=sl, rung=next(iter(((wl.get(sl) or {}).get("ladder") or {})), None))
         cases = ({"*": env} if not callable(env) else
-                 {f"{m}|{r}": env(types.SimpleNamespace(model=m, retriever=r, policy="llm_rewrite", strategy="llm_summary", **extra)) for m in models for r in retrievers})
+                 {f"{m}|{r}": env(types.SimpleNamespace(model=m, retriever=r, policy="llm_rewrite", strategy="llm_summary", reader=m, judge=m, **extra)) for m in models for r in retrievers})
         out[rule.name] = {k: [v, rule.basedir.join(v).get_path_or_uri(secret_free=True)] for k, v in cases.items()}
 print("PROBE" + json.dumps(out))
 """

@@ -246,3 +246,51 @@ def test_coral_rerun_of_a_deleted_llm4cs_run_makes_no_model_call(grid):
     assert Path(f"{base}.trec").read_text() == old
     acc = json.loads(Path(f"{base}.accounting.json").read_text())["rewriter"]
     assert acc["calls"] == 0 and acc["cache_hits"] == acc["unique_requests"] > 0 and acc["load_seconds"] == 0
+
+
+# ---- worse_labels in the same default run ---------------------------------------------------
+
+WL_OUT = "results/worse_labels"
+
+
+def test_worse_labels_builds_every_target_with_both_label_classes(grid):
+    from convrag.studies.worse_labels import STUDY as WL
+
+    wl = CONFIG["worse_labels"]
+    for name, t in WL.all_targets().items():
+        kind = "tables" if t.kind == "table" else "figures"
+        assert (grid / WL_OUT / kind / f"{name}.csv").stat().st_size > 0, name
+    c = pd.read_parquet(grid / WL_OUT / "contexts/recor.parquet")
+    ladder = list(wl["slices"]["recor"]["ladder"])
+    ret = c[c["set"].isin(ladder)]
+    n_turns = len(c[c["set"] == "gold"])
+    assert len(ret) == len(ladder) * n_turns and set(c["set"]) == {*ladder, "gold", "none", "control"}
+    # both label classes under the qrels label and the world's ground truth, and both kinds of miss
+    assert set(ret["qrels_label"]) >= {"none", "all"} and set(ret["world_label"]) == {"yes", "no"}
+    no_gold = ret[ret["no_gold"]]
+    assert (no_gold["world_label"] == "yes").any() and (no_gold["world_label"] == "no").any()
+    assert len(ret["doc_ids"].iloc[0]) == wl["top_k"]
+    f2b = pd.read_csv(grid / WL_OUT / "figures/figure2b_precision.csv")
+    world = f2b[(f2b["slice"] == "recor") & (f2b["labeller"] == "world")].set_index("rung")
+    assert list(world.index) == ladder and world["n"].eq(n_turns).all()
+    # the precision of "no gold" against the world's truth, recomputed from the contexts
+    for rung, row in world.iterrows():
+        ng = ret[(ret["set"] == rung) & ret["no_gold"]]
+        want = (ng["world_label"] == "no").mean() if len(ng) else float("nan")
+        assert row["precision"] == pytest.approx(want, nan_ok=True), rung
+    t3 = pd.read_csv(grid / WL_OUT / "tables/table3_mtrag.csv")
+    assert list(t3["rung"]) == list(wl["slices"]["mtrag"]["ladder"]) and t3["auroc_qrels"].notna().any()
+    reads = _read_jsonl(grid / WL_OUT / "reads/recor/smollm2-135m.jsonl")
+    assert len(reads) == (len(ladder) + 2) * n_turns and all(0 < r["p_answerable"] < 1 for r in reads)
+    labels = _read_jsonl(grid / WL_OUT / "labels/recor/smollm2-135m.jsonl")
+    assert len(labels) == (len(ladder) + 2) * n_turns  # rungs, gold and control (not "none")
+
+
+def test_worse_labels_rerun_of_a_deleted_reads_file_makes_no_model_call(grid):
+    base = grid / WL_OUT / "reads/recor/smollm2-135m"
+    old = Path(f"{base}.jsonl").read_text()
+    Path(f"{base}.jsonl").unlink()
+    _snakemake(grid)
+    assert Path(f"{base}.jsonl").read_text() == old
+    acc = json.loads(Path(f"{base}.accounting.json").read_text())["reader"]
+    assert acc["calls"] == 0 and acc["cache_hits"] == acc["unique_requests"] > 0 and acc["load_seconds"] == 0

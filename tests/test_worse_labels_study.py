@@ -1,0 +1,163 @@
+"""worse_labels' own machinery on hand-made inputs: the config checks of the study block (errors
+name the key), the grid's jobs (train part only where a fit reads it), the query modes, and the
+contexts table (qrels labels, copies, evidence classes, control pairing, score features, the
+world label) against hand-computed values."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from convrag.config import REPO_ROOT, validate_config
+from convrag.errors import ConfigError, DataError
+from convrag.records import TurnTask
+from convrag.studies.worse_labels import plan
+from convrag.studies.worse_labels.contexts import build_contexts, page_key
+from convrag.studies.worse_labels.retrieve import query_text
+
+TEST_CONFIG = REPO_ROOT / "config" / "tests" / "worse_labels.yaml"
+
+
+def _config():
+    """The test config over the default's retrievers (as Snakemake merges them)."""
+    cfg = yaml.safe_load(TEST_CONFIG.read_text())
+    cfg["retrievers"] = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())["retrievers"]
+    return cfg
+
+
+def _check(cfg):
+    return validate_config(copy.deepcopy(cfg), source="cfg.yaml")
+
+
+def test_the_test_config_is_valid_and_plans_its_jobs():
+    c = _check(_config())
+    jobs = plan.rung_jobs(c)
+    # 5 rungs x 2 domains, eval only (no train benchmark)
+    assert len(jobs) == 10 and {j["part"] for j in jobs} == {"eval"}
+    assert plan.sets(c, "recor") == ["bm25_turn", "bm25_hist", "fusion", "dense", "hybrid", "gold", "none", "control"]
+    stages = sorted(j["stage"] for j in plan.model_jobs(c))
+    assert stages == ["audit", "correctness", "expand", "expand", "label", "read"]
+
+
+def test_train_part_runs_only_what_a_fit_reads():
+    cfg = _config()
+    cfg["worse_labels"]["slices"]["recor"]["train"] = "wl_recor"
+    c = _check(cfg)
+    # fusion's weights are given in the test config: only hybrid is fitted, and it reads fusion + dense
+    train = sorted({j["rung"] for j in plan.rung_jobs(c) if j["part"] == "train"})
+    assert train == ["dense", "fusion"]
+    cfg["worse_labels"]["slices"]["recor"]["ladder"]["hybrid"]["weights"] = [0.5, 0.5]
+    assert not [j for j in plan.rung_jobs(_check(cfg)) if j["part"] == "train"]
+    cfg["worse_labels"]["slices"]["recor"]["ladder"]["fusion"]["weights"] = None
+    assert sorted({j["rung"] for j in plan.rung_jobs(_check(cfg)) if j["part"] == "train"}) == ["fusion"]
+
+
+@pytest.mark.parametrize("edit, key", [
+    (lambda w: w["slices"]["recor"]["ladder"]["bm25_turn"].update(retriever="nope"),
+     "worse_labels.slices.recor.ladder.bm25_turn.retriever"),
+    (lambda w: w["slices"]["recor"]["ladder"]["hybrid"].update(rungs=["fusion", "later"]),
+     "worse_labels.slices.recor.ladder.hybrid.rungs[1]"),
+    (lambda w: w["slices"]["recor"]["ladder"]["fusion"].update(weights=[1.0]),
+     "worse_labels.slices.recor.ladder.fusion.weights"),
+    (lambda w: w["slices"]["recor"]["ladder"]["fusion"].pop("model"), "worse_labels.slices.recor.ladder.fusion"),
+    (lambda w: w["slices"]["recor"].update(control="nope"), "worse_labels.slices.recor.control"),
+    (lambda w: w["slices"]["recor"].update(benchmark="nope"), "worse_labels.slices.recor.benchmark"),
+    (lambda w: w.update(main="nope"), "worse_labels.main"),
+    (lambda w: w["judges"].update(primary="nope"), "worse_labels.judges.primary"),
+    (lambda w: w["judges"].update(content=[]), "worse_labels.judges.content"),
+    (lambda w: w["judges"]["audit"].update(strata=[{"set": "nope", "n": 1}]), "worse_labels.judges.audit.strata[0].set"),
+    (lambda w: w["readers"].update(models=["nope"]), "worse_labels.readers.models[0]"),
+    (lambda w: w.setdefault("fit", {}).update(step=0.3), "worse_labels.fit.step"),
+])
+def test_config_errors_name_the_key(edit, key):
+    cfg = _config()
+    edit(cfg["worse_labels"])
+    with pytest.raises(ConfigError) as e:
+        _check(cfg)
+    assert key in str(e.value) and "cfg.yaml" in str(e.value)
+
+
+def test_train_benchmark_must_cover_the_domains():
+    cfg = _config()
+    cfg["benchmarks"]["small"] = {"kind": "miniworld_recor", "domains": {"alpha": {"seed": 3}}}
+    cfg["worse_labels"]["slices"]["recor"]["train"] = "small"
+    with pytest.raises(ConfigError, match=r"worse_labels\.slices\.recor\.train: .* lacks the domain\(s\) beta"):
+        _check(cfg)
+
+
+def _task(tid, conv, turn, question, gold, labels=None, history=()):
+    return TurnTask(task_id=tid, benchmark="b", conversation_id=conv, turn=turn, history=list(history),
+                    question=question, reference_answers=[f"answer {tid}"], gold_docs=dict.fromkeys(gold, 1),
+                    labels={"domain": "d", **(labels or {})})
+
+
+def test_query_modes():
+    t = _task("d/c_turn_2", "d/c", 2, "and its founder?", ["g"], {"official_history": "Q: who?\nA: x",
+                                                                 "standalone_query": "Who founded Orvik?"},
+              history=[{"role": "user", "text": "who?"}, {"role": "assistant", "text": "x"}])
+    assert query_text(t, "turn") == "and its founder?"
+    assert query_text(t, "questions") == "who?\nand its founder?"
+    assert query_text(t, "official_history") == "and its founder?\n\nConversation History:\nQ: who?\nA: x"
+    assert query_text(t, "standalone") == "Who founded Orvik?"
+    with pytest.raises(DataError, match=r"d/c_turn_2: query 'rewrite' needs the benchmark's shipped rewrite"):
+        query_text(t, "rewrite")
+    t1 = _task("d/c_turn_1", "d/c", 1, "who?", ["g"], {"official_history": "No previous conversation."})
+    assert query_text(t1, "official_history") == "who?"  # the baseline leaves the empty history out
+
+
+def test_page_key():
+    assert page_key("humidity_and_rain/Kelvin_equation5.txt") == "humidity_and_rain/Kelvin_equation"
+    assert page_key("alpha/17#chunk2") == "alpha/17"
+
+
+GOLD_TEXT = "Orvik Theatre was founded in 1921 by the engineer Ilse Drent in the old harbour district of Kamira."
+
+
+def test_contexts_hand_computed():
+    texts = {"g1": GOLD_TEXT, "g2": "A note on the theatre's origins.", "g3": "Gold of the other turn.",
+             "copy": GOLD_TEXT.replace("engineer", "builder"), "page#chunk2": "Another chunk.",
+             "x": "Unrelated text about rivers.", "y": "Unrelated text about hills.", "h": "Gold of dialogue two.",
+             "g1#chunk1": "the same page as g1, another chunk"}
+    t1 = _task("d/c1_turn_1", "d/c1", 1, "When was Orvik Theatre founded?", ["g1", "g2"])
+    t2 = _task("d/c1_turn_2", "d/c1", 2, "Who founded it?", ["g3"])
+    t3 = _task("d/c2_turn_1", "d/c2", 1, "Where is the hill?", ["h"],
+               {"unjudged_answer_docs": {"y": "same_thread"}, "unjudged_negative_docs": ["x"]})
+    runs = {"r": {"d/c1_turn_1": {"g1": 9.0, "copy": 8.0, "g3": 5.0, "g1#chunk1": 4.0, "x": 1.0, "y": 0.5},
+                  "d/c1_turn_2": {"x": 3.0, "y": 2.0},
+                  "d/c2_turn_1": {"y": 6.0, "x": 2.0, "h": 1.0}}}
+    df, items = build_contexts("s", [t1, t2, t3], runs, texts, top_k=5, control="r")
+    df = df.set_index("context_id")
+    a = df.loc["r|d/c1_turn_1"]
+    assert a["doc_ids"] == ["g1", "copy", "g3", "g1#chunk1", "x"]
+    assert a["qrels_label"] == "part" and a["n_gold_in"] == 1 and a["n_gold"] == 2 and not a["no_gold"]
+    assert a["doc_classes"] == ["gold", "near_duplicate", "other_turn_gold", "other_chunk", "other"]
+    assert a["has_copy"] and a["top1"] == 9.0 and a["margin"] == 1.0
+    b = df.loc["r|d/c1_turn_2"]
+    assert b["qrels_label"] == "none" and b["no_gold"] and not b["has_copy"] and b["ndcg10"] == 0.0
+    c = df.loc["r|d/c2_turn_1"]
+    assert c["qrels_label"] == "all" and c["doc_classes"] == ["same_thread", "same_thread", "gold"]
+    assert c["world_label"] == "yes" and pd.isna(a["world_label"])
+    assert list(c["world_support"]) == [1, 3] and list(a["world_support"]) == []  # y (planted answer), h (gold)
+    # nDCG@10 of turn 1: gold at ranks 1 of 2 relevant -> 1 / (1 + 1/log2(3))
+    assert a["ndcg10"] == pytest.approx(1 / (1 + 1 / np.log2(3)))
+    # top1_z within (domain, rung): top1 = 9, 3, 6 -> mean 6, population sd sqrt(6)
+    assert a["top1_z"] == pytest.approx(3 / np.sqrt(6)) and b["top1_z"] == pytest.approx(-3 / np.sqrt(6))
+    assert df.loc["gold|d/c1_turn_1", "qrels_label"] == "all" and df.loc["none|d/c1_turn_1", "doc_ids"] == []
+    # control: the next dialogue of the domain, the same turn index (or its last), own gold removed
+    assert df.loc["control|d/c1_turn_1", "doc_ids"] == ["y", "x", "h"]
+    assert df.loc["control|d/c1_turn_2", "doc_ids"] == ["y", "x", "h"]  # c2 has no turn 2: its last
+    assert df.loc["control|d/c2_turn_1", "doc_ids"] == ["g1", "copy", "g3", "g1#chunk1", "x"]
+    assert df.loc["control|d/c2_turn_1", "qrels_label"] == "none"
+    it = {i["context_id"]: i for i in items}
+    assert it["r|d/c1_turn_2"]["passages"] == [texts["x"], texts["y"]] and it["none|d/c1_turn_1"]["passages"] == []
+    assert it["gold|d/c2_turn_1"]["reference"] == "answer d/c2_turn_1"
+
+
+def test_contexts_unknown_document_names_it():
+    t = _task("d/c_turn_1", "d/c", 1, "q", ["g"])
+    with pytest.raises(DataError, match=r"r\|d/c_turn_1: document 'zz' is not in the domain's corpus"):
+        build_contexts("s", [t], {"r": {"d/c_turn_1": {"zz": 1.0}}}, {"g": "gold"}, 5, None)

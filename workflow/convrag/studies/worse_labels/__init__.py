@@ -1,0 +1,151 @@
+"""worse_labels: *Better Retrievers, Worse Labels: How Incomplete Relevance Judgments Distort
+Abstention Evaluation in Conversational RAG*.
+
+Is "no gold document in the top k" a good label for "this context cannot answer the turn"? Per
+benchmark slice (RECOR in the main analyses, MTRAG in the replication): a retriever ladder
+(BM25-turn and BM25-hist exactly as the RETECO baselines score, Fusion over LLM query expansions,
+Hybrid with a dense retriever), the top-k contexts each rung makes per turn, readers that answer
+every context with an ANSWERABLE / UNANSWERABLE status line and p(answerable), content judges
+(yes / partial / no with supporting documents), a panel of small judges, a blind audit and an
+answer-correctness judge; then the paper's analyses (Figures 2 and 3, Tables 1-3 and the
+sections' numbers), over any benchmark of TurnTasks with qrels (the mini world rendered as a
+RECOR-like benchmark offline, whose planted unjudged answers give a ground-truth labeller).
+
+Modules: ``plan`` (the grid), ``paths``, ``wiring`` (rule-file helpers), ``ladder`` (expansions,
+min-max fusion, weight fitting), ``contexts`` (contexts, qrels labels, copies, evidence classes),
+``readers``, ``judges`` (content, correctness, audit), ``label_quality`` and ``abstention`` (the
+analyses), ``targets``, ``cli`` (``convrag worse-labels ...``).
+"""
+
+from __future__ import annotations
+
+from convrag.studies.base import Study
+
+
+class WorseLabels(Study):
+    key = "worse_labels"
+    title = ("Better Retrievers, Worse Labels: How Incomplete Relevance Judgments Distort Abstention "
+             "Evaluation in Conversational RAG")
+    version = "1"
+
+    def check(self, config, registry, source):
+        from convrag.config import check_names, unknown_name
+        from convrag.errors import ConfigError
+        from convrag.metrics.registry import check_metric_names
+
+        w = config["worse_labels"]
+        key = "worse_labels"
+        w["slices"] = {k: v for k, v in w["slices"].items() if v is not None}  # null: removed by an overlay
+        for v in w["slices"].values():
+            v["ladder"] = {k: r for k, r in v["ladder"].items() if r is not None}
+        if not w["slices"]:
+            raise ConfigError(f"{source}: {key}.slices: no slice left (every slice is null)")
+        for k in ("main", "replication"):
+            if w[k] is not None and w[k] not in w["slices"]:
+                raise unknown_name(source, f"{key}.{k}", w[k], w["slices"])
+        check_metric_names([w["fit"]["measure"]], f"{key}.fit.measure", kind="retrieval")
+        if abs(round(1 / w["fit"]["step"]) * w["fit"]["step"] - 1) > 1e-9:
+            raise ConfigError(f"{source}: {key}.fit.step: 1 / step must be a whole number, got {w['fit']['step']}")
+        for name, s in w["slices"].items():
+            at = f"{key}.slices.{name}"
+            for k in ("benchmark", "train"):
+                if s[k] is not None and s[k] not in config["benchmarks"]:
+                    raise unknown_name(source, f"{at}.{k}", s[k], config["benchmarks"])
+            from convrag.studies.worse_labels.plan import domains
+
+            if s["domains"] is not None:
+                have = domains(config, s["benchmark"])
+                for i, d in enumerate(s["domains"]):
+                    if d not in have:
+                        raise unknown_name(source, f"{at}.domains[{i}]", d, have)
+            if s["train"]:
+
+                missing = sorted(set(s["domains"] or domains(config, s["benchmark"])) - set(domains(config, s["train"])))
+                if missing:
+                    raise ConfigError(f"{source}: {at}.train: benchmarks.{s['train']} lacks the domain(s) "
+                                      f"{', '.join(missing)} of benchmarks.{s['benchmark']} (train and eval share "
+                                      "each domain's corpus and index)")
+            ladder = list(s["ladder"])
+            for i, (rung, r) in enumerate(s["ladder"].items()):
+                rk = f"{at}.ladder.{rung}"
+                if rung in ("gold", "none", "control"):
+                    raise ConfigError(f"{source}: {rk}: '{rung}' names a context set of its own; rename the rung")
+                need = {"query": ("retriever", "query"), "expansion": ("retriever", "expansions", "model"),
+                        "fuse": ("rungs",)}[r["kind"]]
+                for k in need:
+                    if k not in r:
+                        raise ConfigError(f"{source}: {rk}: a rung of kind {r['kind']} needs '{k}'")
+                if "retriever" in r and r["retriever"] not in config["retrievers"]:
+                    raise unknown_name(source, f"{rk}.retriever", r["retriever"], config["retrievers"])
+                if r["kind"] == "expansion" and r["model"] not in registry:
+                    raise unknown_name(source, f"{rk}.model", r["model"], registry)
+                if r["kind"] == "fuse":
+                    for j, c in enumerate(r["rungs"]):
+                        if c not in ladder[:i]:
+                            raise ConfigError(f"{source}: {rk}.rungs[{j}]: '{c}' must be a rung listed before "
+                                              f"'{rung}' (known: {', '.join(ladder[:i]) or 'none'})")
+                n = len(r.get("expansions") or r.get("rungs") or [])
+                if r.get("weights") is not None and (len(r["weights"]) != n or not any(r["weights"])):
+                    raise ConfigError(f"{source}: {rk}.weights: need {n} non-negative weights, not all 0 "
+                                      f"(got {r['weights']})")
+            if s["control"] is not None and s["control"] not in s["ladder"]:
+                raise unknown_name(source, f"{at}.control", s["control"], s["ladder"])
+        j = w["judges"]
+        check_names(source, f"{key}.readers.models", w["readers"]["models"], registry)
+        check_names(source, f"{key}.judges.content", j["content"], registry)
+        check_names(source, f"{key}.judges.panel", j["panel"], registry)
+        if not j["content"]:
+            raise ConfigError(f"{source}: {key}.judges.content: name at least one content judge (the first is "
+                              "the primary labeller)")
+        if j["primary"] is not None and j["primary"] not in [*j["content"], *j["panel"], "world", "panel"]:
+            raise unknown_name(source, f"{key}.judges.primary", j["primary"], [*j["content"], *j["panel"], "world"])
+        for k in ("answer", "audit"):
+            if j[k]["model"] is not None and j[k]["model"] not in registry:
+                raise unknown_name(source, f"{key}.judges.{k}.model", j[k]["model"], registry)
+        if j["audit"]["model"] and j["audit"]["strata"]:
+            from convrag.studies.worse_labels.plan import sets
+
+            known = sets(config, w["main"])
+            for i, st in enumerate(j["audit"]["strata"]):
+                if st["set"] not in known:
+                    raise unknown_name(source, f"{key}.judges.audit.strata[{i}].set", st["set"], known)
+
+    def targets(self):
+        from convrag.studies.worse_labels.targets import TARGETS
+
+        return TARGETS
+
+    def artifacts(self, config, layout):
+        from convrag.studies.worse_labels import wiring
+
+        return wiring.artifacts(config, layout)
+
+    def context(self, config):
+        from convrag.studies.worse_labels import wiring
+
+        return wiring.context(config)
+
+    def outputs(self, config, layout):
+        """Reads, labels and correctness verdicts are final outputs: deleting one redoes its job
+        from the LLM cache."""
+        from convrag.studies.worse_labels import wiring
+
+        return wiring.model_outputs(config, layout)
+
+    def accounting_files(self, config, layout):
+        from convrag.studies.worse_labels import wiring
+
+        return wiring.accounting_files(config, layout)
+
+    def plan(self, config):
+        from convrag.studies.worse_labels.plan import model_jobs
+
+        return model_jobs(config)
+
+    def add_cli(self, sub):
+        from convrag.studies.worse_labels.cli import add_cli
+
+        add_cli(sub)
+
+
+STUDY = WorseLabels()

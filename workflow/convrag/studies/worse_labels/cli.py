@@ -1,0 +1,348 @@
+"""``convrag worse-labels <stage>``: the study's own stages (one per rule)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from convrag.cli import json_arg, set_threads
+
+
+def _tasks(path, domain=None, answerability=None):
+    from convrag.records import TurnTask, read_records
+    from convrag.studies.worse_labels.contexts import select_tasks
+
+    tasks = select_tasks(read_records(path, TurnTask), answerability)
+    return [t for t in tasks if domain is None or t.labels.get("domain") == domain]
+
+
+def _retriever(a):
+    from convrag.retrieval import load_retriever
+
+    return load_retriever(a.retriever, a.index_dir, a.retriever_params)
+
+
+def _write_run(path, run, tag, then):
+    """The TREC run, then the job's other files; a failure removes the run too."""
+    from convrag.rag.retrieve import write_run
+
+    write_run(path, run, tag=tag)
+    try:
+        then()
+    except BaseException:
+        Path(path).unlink(missing_ok=True)
+        raise
+
+
+def cmd_retrieve(a):
+    """A query rung: one query per turn (its mode), one batched search."""
+    from convrag.rag.jobs import write_job
+    from convrag.studies.worse_labels.retrieve import query_text, search
+
+    set_threads(a.threads)
+    t0 = time.time()
+    tasks = _tasks(a.tasks, a.domain, a.answerability)
+    run, records = search(_retriever(a), tasks, [query_text(t, a.query) for t in tasks], a.k)
+    acc = {"job": {"tasks": len(tasks), "empty_rankings": sum(r["hits"] == 0 for r in records),
+                   "wall_seconds": round(time.time() - t0, 3)}}
+    _write_run(a.out_run, run, f"{a.rung}-{a.query}", lambda: write_job({a.out_queries: records}, a.accounting, acc))
+
+
+def cmd_expand(a):
+    """An expansion rung's components: the LLM's expansions of every turn (one batched call), each
+    expansion kind's queries searched by the rung's retriever."""
+    from convrag.io import write_json
+    from convrag.llm.engine import EnginePool
+    from convrag.rag.jobs import write_job
+    from convrag.studies.worse_labels import ladder
+    from convrag.studies.worse_labels.retrieve import search
+
+    set_threads(a.threads)
+    t0 = time.time()
+    tasks = _tasks(a.tasks, a.domain, a.answerability)
+    pool = EnginePool(a.registry, a.cache)
+    try:
+        engine = pool.engine(a.model)
+        records = ladder.expand(tasks, engine, ladder.load_prompts(a.prompts), kinds=a.expansions,
+                                max_tokens=a.max_tokens)
+        retriever = _retriever(a)
+        by = {(r["task_id"], r["kind"]): r["query"] for r in records}
+        components = {kind: search(retriever, tasks, [by[(t.task_id, kind)] for t in tasks], a.k)[0]
+                      for kind in a.expansions}
+        acc = {"expander": engine.accounting.to_dict(),
+               "job": {"tasks": len(tasks), "fallbacks": sum(bool(r["fallback"]) for r in records),
+                       "wall_seconds": round(time.time() - t0, 3)}}
+        write_json(a.out_components, components)
+        try:
+            write_job({a.out_expansions: records}, a.accounting, acc)
+        except BaseException:
+            Path(a.out_components).unlink(missing_ok=True)
+            raise
+    finally:
+        pool.close()
+
+
+def _component_runs(components: list[str], runs: dict, names: list[str] | None = None) -> tuple[list[str], list[dict]]:
+    """Component names and their runs, every domain merged: an expansion rung's components files,
+    or a fuse rung's runs ({rung: [trec paths]})."""
+    from convrag.io import read_json
+    from convrag.metrics.retrieval import read_trec_run
+
+    if components:
+        parts = [read_json(p) for p in components]
+        names = names or list(parts[0])
+        return names, [{q: h for p in parts for q, h in p[n].items()} for n in names]
+    names = names or list(runs)
+    return names, [{q: h for p in runs[n] for q, h in read_trec_run(p).items()} for n in names]
+
+
+def cmd_fit(a):
+    """The fusion weights of one rung: given, fitted on the train turns (grid over the simplex), or
+    equal when the slice has no train benchmark."""
+    from convrag.io import write_json
+    from convrag.studies.worse_labels import ladder
+
+    if a.weights is not None:
+        out, names = {"weights": a.weights, "source": "given"}, a.names
+    elif not a.tasks:
+        out, names = {"weights": [1.0 / len(a.names)] * len(a.names), "source": "equal (no train benchmark)"}, a.names
+    else:
+        names, runs = _component_runs(a.components, a.runs)
+        tasks = [t for t in _tasks(a.tasks, None, a.answerability) if t.labels.get("domain") in a.domains]
+        fit = ladder.fit_weights(runs, {t.task_id: t.gold_docs for t in tasks}, step=a.step, measure=a.measure)
+        out = {**fit, "source": f"fitted on {len(tasks)} train turns"}
+    write_json(a.out, {**out, "components": list(names)})
+
+
+def cmd_fuse(a):
+    """An expansion or fuse rung's run: its components min-max fused with the rung's weights."""
+    from convrag.io import read_json
+    from convrag.rag.jobs import write_job
+    from convrag.studies.worse_labels import ladder
+
+    w = read_json(a.weights)
+    names, runs = _component_runs(a.components, a.runs, w["components"])
+    fused = ladder.fuse(runs, w["weights"], a.k)
+    acc = {"job": {"tasks": len(fused), "weights": w["weights"], "weights_source": w["source"]}}
+    _write_run(a.out_run, fused, a.rung, lambda: write_job({}, a.accounting, acc))
+
+
+def cmd_contexts(a):
+    from convrag.io import write_jsonl, write_parquet
+    from convrag.metrics.retrieval import read_trec_run
+    from convrag.rag.jobs import write_outputs
+    from convrag.records import Passage, read_records
+    from convrag.studies.worse_labels.contexts import build_contexts
+
+    tasks = [t for t in _tasks(a.tasks, None, a.answerability) if t.labels.get("domain") in a.domains]
+    runs = {rung: {q: h for p in paths for q, h in read_trec_run(p).items()} for rung, paths in a.runs.items()}
+    texts = {p.doc_id: (f"{p.title}\n{p.text}" if p.title else p.text) for c in a.corpora
+             for p in read_records(c, Passage)}
+    df, items = build_contexts(a.slice, tasks, runs, texts, a.top_k, a.control)
+    write_outputs([(a.items, lambda p: write_jsonl(p, items)), (a.out, lambda p: write_parquet(df, p))])
+
+
+def _items(path, sets):
+    from convrag.io import read_jsonl
+
+    return [it for it in read_jsonl(path) if it["set"] in sets]
+
+
+def cmd_read(a):
+    """One reader over every context of the slice (retrieval rungs, gold, none): status line,
+    answer and p(answerable), one batched call."""
+    from convrag.llm.engine import EnginePool
+    from convrag.rag.jobs import write_job
+    from convrag.studies.worse_labels import readers
+
+    set_threads(a.threads)
+    t0 = time.time()
+    items = [{**it, "item_id": it["context_id"]} for it in _items(a.items, a.sets)]
+    pool = EnginePool(a.registry, a.cache)
+    try:
+        engine = pool.engine(a.model)
+        recs = readers.read(items, engine, readers.load_reader_prompts(a.prompts_dir), max_tokens=a.max_tokens,
+                            label_mode=a.label_mode)
+        acc = {"reader": engine.accounting.to_dict(),
+               "job": {"contexts": len(items), "no_status": sum(r["status"] is None for r in recs),
+                       "wall_seconds": round(time.time() - t0, 3)}}
+        write_job({a.out: [{**r, "reader": a.model} for r in recs]}, a.accounting, acc)
+    finally:
+        pool.close()
+
+
+def _run_judge(a, which, items, run):
+    """One judge over ``items`` in one batched call: verdicts (unparsed replies recorded and
+    counted) and accounting, all or nothing."""
+    from convrag.judges.registry import summary
+    from convrag.llm.engine import EnginePool
+    from convrag.rag.jobs import write_job
+    from convrag.studies.worse_labels import judges
+
+    set_threads(a.threads)
+    t0 = time.time()
+    prompts = judges.load_prompts(a.prompts_dir, which=(which,))[which]
+    pool = EnginePool(a.registry, a.cache)
+    try:
+        engine = pool.engine(a.model)
+        verdicts = run(items, engine, prompts)
+        acc = {"judge": engine.accounting.to_dict(),
+               "job": {**summary(verdicts), "wall_seconds": round(time.time() - t0, 3)}}
+        write_job({a.out: [{**v, "judge_model": a.model} for v in verdicts]}, a.accounting, acc)
+    finally:
+        pool.close()
+
+
+def cmd_label(a):
+    """One content judge over the slice's contexts (rungs, gold, control): yes / partial / no with
+    the supporting documents."""
+    from convrag.studies.worse_labels import judges
+
+    items = [{**it, "item_id": it["context_id"]} for it in _items(a.items, a.sets)]
+    _run_judge(a, "content", items, lambda its, eng, pr: judges.judge_content(its, eng, pr, max_tokens=a.max_tokens))
+
+
+def cmd_correctness(a):
+    """The answer judge over one reader's responses (correctness 1-5 against the reference; a
+    response without ANSWERABLE status is not asked)."""
+    from convrag.io import read_jsonl
+    from convrag.judges.registry import run_judge
+    from convrag.studies.worse_labels import judges
+
+    ref = {it["context_id"]: it for it in read_jsonl(a.items)}
+    items = [{"item_id": r["item_id"], "question": ref[r["item_id"]]["question"],
+              "reference": ref[r["item_id"]]["reference"], "answer": r.get("answer") or "",
+              "status": r["status"]} for r in read_jsonl(a.reads)]
+    _run_judge(a, "correctness", items, lambda its, eng, pr: run_judge(judges.CORRECTNESS, its, eng, pr,
+                                                                       max_tokens=a.max_tokens, desc="correctness"))
+
+
+def cmd_audit(a):
+    """The blind audit: a stratified, shuffled sample of the main slice's contexts, ids and
+    retrievers hidden, labelled by two procedures and adjudicated where they differ."""
+    import pandas as pd
+
+    from convrag.llm.engine import EnginePool
+    from convrag.rag.jobs import write_job
+    from convrag.studies.worse_labels import judges
+
+    set_threads(a.threads)
+    t0 = time.time()
+    contexts = pd.read_parquet(a.contexts)
+    sample = judges.audit_sample(contexts, a.strata or judges.AUDIT_STRATA_PAPER, a.seed)
+    by_id = {it["context_id"]: it for it in _items(a.items, set(sample["set"]))}
+    items = [{"audit_id": row.audit_id, "item_id": row.audit_id, "context_id": row.context_id,
+              **{k: by_id[row.context_id][k] for k in ("question", "history", "passages")}}
+             for row in sample.itertuples()]
+    pool = EnginePool(a.registry, a.cache)
+    try:
+        engine = pool.engine(a.model)
+        prompts = judges.load_prompts(a.prompts_dir, which=("audit",))["audit"]
+        recs = judges.run_audit(items, engine, prompts, max_tokens=a.max_tokens)
+        ids = {it["audit_id"]: it["context_id"] for it in items}
+        acc = {"auditor": engine.accounting.to_dict(),
+               "job": {"contexts": len(items), "strata": sample.attrs.get("strata", []),
+                       "disagreements": sum(not r["agree"] for r in recs), "wall_seconds": round(time.time() - t0, 3)}}
+        write_job({a.out: [{**r, "context_id": ids[r["audit_id"]], "auditor": a.model} for r in recs]},
+                  a.accounting, acc)
+    finally:
+        pool.close()
+
+
+def _common(s, model=True):
+    if model:
+        for k in ("model", "registry", "cache"):
+            s.add_argument(f"--{k}", required=True)
+    s.add_argument("--threads", type=int, default=None)
+
+
+def _retrieval_args(s):
+    for k in ("tasks", "domain", "index-dir", "retriever"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--retriever-params", type=json_arg, default={})
+    s.add_argument("--answerability", type=json_arg, default=None, help="JSON list of kept answerability labels")
+    s.add_argument("--k", type=int, required=True)
+
+
+def add_cli(sub) -> None:
+    s = sub.add_parser("retrieve", help="a query rung: one query per turn, one batched search")
+    s.set_defaults(fn=cmd_retrieve)
+    _retrieval_args(s)
+    s.add_argument("--rung", required=True)
+    s.add_argument("--query", required=True, help="turn | questions | official_history | rewrite | standalone")
+    for k in ("out-run", "out-queries", "accounting"):
+        s.add_argument(f"--{k}", required=True)
+    _common(s, model=False)
+
+    s = sub.add_parser("expand", help="an expansion rung's components: LLM query expansions, each searched")
+    s.set_defaults(fn=cmd_expand)
+    _retrieval_args(s)
+    s.add_argument("--expansions", nargs="+", required=True)
+    s.add_argument("--prompts", required=True)
+    s.add_argument("--max-tokens", type=int, default=128)
+    for k in ("out-components", "out-expansions", "accounting"):
+        s.add_argument(f"--{k}", required=True)
+    _common(s)
+
+    for name, fn, help_ in (("fit", cmd_fit, "the fusion weights of one rung (given, fitted on train, or equal)"),
+                            ("fuse", cmd_fuse, "an expansion or fuse rung's run from its components and weights")):
+        s = sub.add_parser(name, help=help_)
+        s.set_defaults(fn=fn)
+        s.add_argument("--components", nargs="*", default=[], help="an expansion rung's components files")
+        s.add_argument("--runs", type=json_arg, default={}, help="a fuse rung's runs: JSON {rung: [trec paths]}")
+        if name == "fit":
+            s.add_argument("--names", nargs="*", default=None, help="component names (given or equal weights)")
+            s.add_argument("--tasks", default=None, help="the train turns (omit: equal weights)")
+            s.add_argument("--domains", nargs="*", default=None, help="the slice's domains")
+            s.add_argument("--answerability", type=json_arg, default=None)
+            s.add_argument("--weights", type=json_arg, default=None, help="JSON list: given weights")
+            s.add_argument("--step", type=float, default=0.1)
+            s.add_argument("--measure", default="nDCG@10")
+            s.add_argument("--out", required=True)
+        else:
+            for k in ("weights", "rung", "out-run", "accounting"):
+                s.add_argument(f"--{k}", required=True)
+            s.add_argument("--k", type=int, required=True)
+
+    s = sub.add_parser("contexts", help="the slice's contexts: qrels labels, copies, evidence classes, scores")
+    s.set_defaults(fn=cmd_contexts)
+    for k in ("tasks", "slice", "out", "items"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--runs", type=json_arg, required=True, help="JSON {rung: [trec paths, one per domain]}")
+    s.add_argument("--corpora", nargs="+", required=True)
+    s.add_argument("--domains", nargs="+", required=True, help="the slice's domains (labels.domain)")
+    s.add_argument("--top-k", type=int, required=True)
+    s.add_argument("--control", default=None)
+    s.add_argument("--answerability", type=json_arg, default=None)
+
+    s = sub.add_parser("read", help="one reader over the slice's contexts: status line and p(answerable)")
+    s.set_defaults(fn=cmd_read)
+    for k in ("items", "prompts-dir", "out", "accounting"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--sets", nargs="+", required=True)
+    s.add_argument("--max-tokens", type=int, default=128)
+    s.add_argument("--label-mode", type=json_arg, default=True)
+    _common(s)
+
+    for name, fn, help_ in (("label", cmd_label, "one content judge over the slice's contexts"),
+                            ("correctness", cmd_correctness, "the answer judge over one reader's responses")):
+        s = sub.add_parser(name, help=help_)
+        s.set_defaults(fn=fn)
+        for k in ("items", "prompts-dir", "out", "accounting"):
+            s.add_argument(f"--{k}", required=True)
+        if name == "label":
+            s.add_argument("--sets", nargs="+", required=True)
+        else:
+            s.add_argument("--reads", required=True)
+        s.add_argument("--max-tokens", type=int, default=None)
+        _common(s)
+
+    s = sub.add_parser("audit", help="the blind audit of a stratified sample of contexts")
+    s.set_defaults(fn=cmd_audit)
+    for k in ("contexts", "items", "prompts-dir", "out", "accounting"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--strata", type=json_arg, default=None)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--max-tokens", type=int, default=160)
+    _common(s)

@@ -1,0 +1,115 @@
+"""The worse_labels grid, from the validated config block.
+
+A *slice* is one benchmark audited the paper's way (RECOR in the paper's main analyses, MTRAG in
+its replication, Table 3): its retriever *ladder* (ordered rungs), the contexts each rung's top k
+makes per turn, plus three context sets the analyses need: ``gold`` (the turn's judged-relevant
+documents: the paper's setting 2b), ``none`` (no documents) and ``control`` (another dialogue's
+context of the control rung, same domain, the turn's own gold removed: the negative control).
+Rung kinds: ``query`` (one retriever, one query per turn), ``expansion`` (BM25 over LLM query
+expansions, min-max fused: the paper's Fusion) and ``fuse`` (min-max fusion of other rungs: the
+paper's Hybrid). Fusion weights are fitted on the slice's ``train`` benchmark when it has one."""
+
+from __future__ import annotations
+
+SETS_EXTRA = ("gold", "none", "control")
+PARTS = ("eval", "train")
+
+
+def slices(config: dict) -> dict:
+    return config["worse_labels"]["slices"]
+
+
+def domains(config: dict, benchmark: str) -> list[str]:
+    from convrag.data.benchmarks import benchmark_loader
+
+    spec = config["benchmarks"][benchmark]
+    return benchmark_loader(spec["kind"]).domains(spec)
+
+
+def slice_domains(config: dict, slice_: str) -> list[str]:
+    """The slice's domains: its ``domains`` list, else every domain of its benchmark."""
+    s = slices(config)[slice_]
+    return list(s.get("domains") or domains(config, s["benchmark"]))
+
+
+def part_benchmark(config: dict, slice_: str, part: str) -> str | None:
+    s = slices(config)[slice_]
+    return s["benchmark"] if part == "eval" else s.get("train")
+
+
+def parts(config: dict, slice_: str) -> list[str]:
+    return ["eval"] + (["train"] if slices(config)[slice_].get("train") else [])
+
+
+def needs_train(config: dict, slice_: str, rung: str) -> bool:
+    """A rung runs on the train part when the slice has one and a fitted rung reads it: a fitted
+    expansion rung its own components, a fitted fuse rung the rungs it fuses (recursively)."""
+    s = slices(config)[slice_]
+    if not s.get("train"):
+        return False
+    ladder, need = s["ladder"], set()
+    todo = [n for n, r in ladder.items() if r["kind"] in ("expansion", "fuse") and r.get("weights") is None]
+    while todo:
+        n = todo.pop()
+        if ladder[n]["kind"] == "expansion":
+            need.add(n)
+        elif ladder[n]["kind"] == "fuse":
+            for c in ladder[n]["rungs"]:
+                if c not in need:
+                    need.add(c)
+                    todo.append(c)
+    return rung in need
+
+
+def rung_jobs(config: dict) -> list[dict]:
+    """Every (slice, part, domain, rung) retrieval job; the train part only where a fit needs it."""
+    out = []
+    for name, s in slices(config).items():
+        for part in parts(config, name):
+            bench = part_benchmark(config, name, part)
+            for d in slice_domains(config, name):
+                for rung, r in s["ladder"].items():
+                    if part == "train" and not needs_train(config, name, rung):
+                        continue
+                    out.append(dict(slice=name, part=part, benchmark=bench, domain=d, rung=rung, kind=r["kind"]))
+    return out
+
+
+def fitted_rungs(config: dict) -> list[dict]:
+    """(slice, rung) of every expansion / fuse rung: each gets a weights file (fitted or given)."""
+    return [dict(slice=n, rung=r) for n, s in slices(config).items() for r, spec in s["ladder"].items()
+            if spec["kind"] in ("expansion", "fuse")]
+
+
+def content_judges(config: dict) -> list[str]:
+    j = config["worse_labels"]["judges"]
+    return list(dict.fromkeys([*j["content"], *j["panel"]]))
+
+
+def readers(config: dict) -> list[str]:
+    return config["worse_labels"]["readers"]["models"]
+
+
+def primary(config: dict) -> str:
+    j = config["worse_labels"]["judges"]
+    return j["primary"] or j["content"][0]
+
+
+def sets(config: dict, slice_: str) -> list[str]:
+    s = slices(config)[slice_]
+    return [*s["ladder"], "gold", "none", *(["control"] if s.get("control") else [])]
+
+
+def model_jobs(config: dict) -> list[dict]:
+    """Every model-calling job (for sizing): expansions, readers, content judges, answer judge, audit."""
+    wl = config["worse_labels"]
+    jobs = [dict(stage="expand", role="expander", model=slices(config)[j["slice"]]["ladder"][j["rung"]]["model"], **j)
+            for j in rung_jobs(config) if j["kind"] == "expansion"]
+    for name in slices(config):
+        jobs += [dict(stage="read", role="reader", model=m, slice=name) for m in readers(config)]
+        jobs += [dict(stage="label", role="judge", model=m, slice=name) for m in content_judges(config)]
+        jobs += [dict(stage="correctness", role="judge", model=wl["judges"]["answer"]["model"], slice=name,
+                      reader=m) for m in readers(config)]
+        if wl["judges"]["audit"]["model"]:
+            jobs.append(dict(stage="audit", role="judge", model=wl["judges"]["audit"]["model"], slice=name))
+    return jobs

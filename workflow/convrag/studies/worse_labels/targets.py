@@ -1,0 +1,219 @@
+"""The named tables and figures of worse_labels (captions in ``workflow/report/worse_labels/``),
+named after the paper's numbers (``../shared/reference/published/worse_labels.yaml``); the
+sections' other numbers are tables of their own (copies, negative control, agreement, evidence,
+2b/2c contrast, score detectors, Kitagawa, changed conclusions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from convrag.studies.base import Target
+
+LABEL_COLUMNS = ["slice", "task_id", "set", "labeller", "label", "support"]
+READ_COLUMNS = ["slice", "task_id", "set", "reader", "status", "p_answerable", "answer", "correctness", "correct"]
+
+
+def _split(context_id: str) -> tuple[str, str]:
+    set_, task = context_id.split("|", 1)
+    return set_, task
+
+
+def _paths(x) -> list[str]:
+    return [] if not x else ([x] if isinstance(x, str) else list(x))
+
+
+def load_contexts(inputs) -> pd.DataFrame:
+    return pd.concat([pd.read_parquet(p) for p in _paths(inputs["contexts"])], ignore_index=True)
+
+
+def load_labels(inputs, ctx) -> pd.DataFrame:
+    """Every labeller's labels, long: the content judges (value {label, support} or None when
+    unparsable), the panel's majority, the audit's final label, and the world's truth where the
+    benchmark has it."""
+    from convrag.io import read_jsonl
+    from convrag.studies.worse_labels.judges import panel_label
+
+    rows = []
+    for p in _paths(inputs.get("labels")):
+        s = Path(p).parent.name
+        for v in read_jsonl(p):
+            set_, task = _split(v["item_id"])
+            val = v["value"] if isinstance(v["value"], dict) else {}
+            rows.append(dict(slice=s, task_id=task, set=set_, labeller=v["judge_model"], label=val.get("label"),
+                             support=list(val.get("support") or [])))
+    for p in _paths(inputs.get("audit")):
+        for v in read_jsonl(p):
+            set_, task = _split(v["context_id"])
+            rows.append(dict(slice=Path(p).stem, task_id=task, set=set_, labeller="audit", label=v["final"], support=[]))
+    df = pd.DataFrame(rows, columns=LABEL_COLUMNS)
+    members = ctx.get("panel_members") or []
+    if members and not df.empty:
+        wide = df[df["labeller"].isin(members)].pivot_table(index=["slice", "task_id", "set"], columns="labeller",
+                                                             values="label", aggfunc="first", dropna=False)
+        panel = [dict(slice=s, task_id=t, set=x, labeller="panel",
+                      label=panel_label([None if pd.isna(v) else v for v in row]), support=[])
+                 for (s, t, x), row in zip(wide.index, wide.reindex(columns=members).values)]
+        df = pd.concat([df, pd.DataFrame(panel, columns=LABEL_COLUMNS)], ignore_index=True)
+    c = load_contexts(inputs)
+    world = c[c["world_label"].notna()]
+    if not world.empty:
+        df = pd.concat([df, pd.DataFrame(dict(slice=world["slice"], task_id=world["task_id"], set=world["set"],
+                                              labeller="world", label=world["world_label"],
+                                              support=[list(x) for x in world["world_support"]]))],
+                       ignore_index=True)
+    return df
+
+
+def load_reads(inputs) -> pd.DataFrame:
+    """Every reader's responses with the answer judge's correctness (1-5) and ``correct``
+    (answered and correctness >= 4)."""
+    from convrag.io import read_jsonl
+    from convrag.studies.worse_labels.judges import is_correct
+
+    score = {}
+    for p in _paths(inputs.get("correctness")):
+        for v in read_jsonl(p):
+            score[(Path(p).parent.name, Path(p).stem, v["item_id"])] = v["value"]
+    rows = []
+    for p in _paths(inputs.get("reads")):
+        s, reader = Path(p).parent.name, Path(p).stem
+        for r in read_jsonl(p):
+            set_, task = _split(r["item_id"])
+            sc = score.get((s, reader, r["item_id"]))
+            rows.append(dict(slice=s, task_id=task, set=set_, reader=r["reader"], status=r["status"],
+                             p_answerable=r["p_answerable"], answer=r.get("answer") or "", correctness=sc,
+                             correct=is_correct(r["status"], sc) if score else None))
+    return pd.DataFrame(rows, columns=READ_COLUMNS)
+
+
+def ladder_table(inputs, ctx) -> pd.DataFrame:
+    """Section 3: nDCG@10 per domain and macro over domains, and the share of turns with a gold
+    document in the top k, per slice and rung; with each fused rung's weights and their source."""
+    from convrag.io import read_json
+
+    c = load_contexts(inputs)
+    weights = {(Path(p).parent.name, Path(p).stem): read_json(p) for p in _paths(inputs.get("weights"))}
+    rows = []
+    for s, ladder in ctx["ladders"].items():
+        for r in ladder:
+            sub = c[(c["slice"] == s) & (c["set"] == r)]
+            if sub.empty:
+                continue
+            per_domain = sub.groupby("domain")["ndcg10"].mean()
+            w = weights.get((s, r))
+            rows.append(dict(slice=s, rung=r, turns=len(sub), ndcg10_macro=float(per_domain.mean()),
+                             gold_in_topk=float((~sub["no_gold"].astype(bool)).mean()),
+                             **{f"ndcg10_{d}": float(v) for d, v in per_domain.items()},
+                             weights=None if w is None else " ".join(f"{n}={x:.2f}" for n, x in
+                                                                    zip(w["components"], w["weights"])),
+                             weights_source=None if w is None else w["source"]))
+    return pd.DataFrame(rows)
+
+
+def _frames(inputs, ctx, reads=False):
+    c = load_contexts(inputs)
+    out = [c, load_labels(inputs, ctx)]
+    return (*out, load_reads(inputs)) if reads else tuple(out)
+
+
+def primary_for(labels: pd.DataFrame, ctx: dict, slice_: str) -> str:
+    """The slice's primary labeller: the configured one where it labelled the slice (the world's
+    ground truth exists only on a generated benchmark), else the first content judge."""
+    has = labels[(labels["slice"] == slice_) & (labels["labeller"] == ctx["primary"])]
+    return ctx["primary"] if not has.empty else ctx["labellers"][0]
+
+
+def per_slice(fn, frames: tuple, ctx: dict) -> pd.DataFrame:
+    """``fn`` on each slice's rows with that slice's primary labeller, concatenated."""
+    c, labels = frames[0], frames[1]
+    parts = []
+    for s in ctx["ladders"]:
+        sub = [f[f["slice"] == s] for f in frames]
+        parts.append(fn(*sub, {**ctx, "primary": primary_for(labels, ctx, s)}))
+    parts = [p for p in parts if not p.empty]
+    return pd.concat(parts, ignore_index=True) if parts else fn(*[f.iloc[0:0] for f in frames], ctx)
+
+
+def _lq(fn_name):
+    def build(inputs, ctx):
+        from convrag.studies.worse_labels import label_quality
+
+        return per_slice(getattr(label_quality, fn_name), _frames(inputs, ctx), ctx)
+    return build
+
+
+def _ab(fn_name):
+    def build(inputs, ctx):
+        from convrag.studies.worse_labels import abstention
+
+        return per_slice(getattr(abstention, fn_name), _frames(inputs, ctx, reads=True), ctx)
+    return build
+
+
+def _table3(inputs, ctx):
+    from convrag.studies.worse_labels import abstention, label_quality
+
+    s = ctx["replication_slice"]
+    c, lab, rd = _frames(inputs, ctx, reads=True)
+    if s is None:
+        return label_quality.table3(c.iloc[0:0], lab.iloc[0:0], ctx)
+    c, lab, rd = c[c["slice"] == s], lab[lab["slice"] == s], rd[rd["slice"] == s]
+    ctx = {**ctx, "primary": primary_for(lab, ctx, s)}
+    t = label_quality.table3(c, lab, ctx)
+    if t.empty or not ctx["readers"]:
+        return t
+    au = abstention.auroc_columns(c, lab, rd, ctx, ctx["readers"][0], slice=s)
+    return t.merge(au, on=["slice", "rung"], how="left", suffixes=("", "_auroc"))
+
+
+def _changed(inputs, ctx):
+    from convrag.studies.worse_labels import abstention
+
+    return per_slice(abstention.changed_conclusions, _frames(inputs, ctx, reads=True), ctx)
+
+
+def _fig2a(df, stem):
+    from convrag.report import figures
+
+    figures.lines(df, stem, x="ndcg10", y="share_insufficient", group=["labeller"], panel="slice",
+                  ylabel="share of contexts judged insufficient", ylim=(0, 1))
+
+
+def _fig2b(df, stem):
+    from convrag.report import figures
+
+    figures.grouped_bars(df, stem, x="rung", hue="labeller", y="precision", lo="precision_ci_low",
+                         hi="precision_ci_high", panel="slice",
+                         ylabel='precision of "no gold"', ylim=(0, 1))
+
+
+def _fig3(df, stem):
+    from convrag.report import figures
+
+    df = df[(df["measure"] == "auroc") & ~df["restricted"].astype(bool)]
+    figures.grouped_bars(df, stem, x="rung", hue="label", y="value", panel="reader",
+                         ylabel="AUROC of p(answerable)", ylim=(0, 1))
+
+
+TARGETS = {t.name: t for t in [
+    Target("ladder_retrieval", "table", ladder_table, inputs=("contexts", "weights")),
+    Target("figure2a_insufficiency", "figure", _lq("figure2a"), _fig2a, inputs=("contexts", "labels", "audit")),
+    Target("figure2b_precision", "figure", _lq("figure2b"), _fig2b, inputs=("contexts", "labels", "audit")),
+    Target("table1_labellers", "table", _lq("table1"), inputs=("contexts", "labels", "audit")),
+    Target("copies", "table", _lq("copies"), inputs=("contexts", "labels", "audit")),
+    Target("negative_control", "table", _lq("negative_control"), inputs=("contexts", "labels", "audit")),
+    Target("agreement", "table", _lq("agreement"), inputs=("contexts", "labels", "audit")),
+    Target("evidence", "table", _lq("evidence"), inputs=("contexts", "labels", "audit")),
+    Target("table2_false_misses", "table", _ab("table2"), inputs=("contexts", "labels", "audit", "reads", "correctness")),
+    Target("figure3_auroc", "figure", _ab("figure3"), _fig3, inputs=("contexts", "labels", "audit", "reads")),
+    Target("contrast_2b_2c", "table", _ab("contrast_2b_2c"), inputs=("contexts", "labels", "audit", "reads")),
+    Target("score_detectors", "table", _ab("score_detectors"), inputs=("contexts", "labels", "audit", "reads")),
+    Target("kitagawa", "table", _ab("kitagawa_table"), inputs=("contexts", "labels", "audit", "reads")),
+    Target("changed_conclusions", "table", _changed, inputs=("contexts", "labels", "audit", "reads")),
+    Target("table3_mtrag", "table", _table3, inputs=("contexts", "labels", "audit", "reads")),
+]}
+
+__all__ = ["TARGETS", "load_contexts", "load_labels", "load_reads", "np"]

@@ -1,0 +1,217 @@
+"""What worse_labels' rule file asks of the config (inputs, outputs, arguments), as plain functions."""
+
+from __future__ import annotations
+
+import json
+
+from convrag.data.benchmarks import corpus_id
+from convrag.layout import Layout
+from convrag.studies.worse_labels import paths
+from convrag.studies.worse_labels.plan import (content_judges, fitted_rungs, part_benchmark, parts, primary, readers,
+                                               rung_jobs, sets, slice_domains, slices)
+
+
+def _slice(config, s):
+    return slices(config)[s]
+
+
+def rung(config: dict, s: str, r: str) -> dict:
+    return _slice(config, s)["ladder"][r]
+
+
+def rung_names(config: dict, kinds: tuple[str, ...]) -> list[str]:
+    """Rung names of the given kinds over every slice (the rule's wildcard constraint)."""
+    return sorted({r for sp in slices(config).values() for r, x in sp["ladder"].items() if x["kind"] in kinds}) or ["-"]
+
+
+def slice_names(config: dict) -> list[str]:
+    return list(slices(config))
+
+
+def all_domains(config: dict) -> list[str]:
+    return sorted({d for s in slices(config) for d in slice_domains(config, s)})
+
+
+def answerability_arg(config: dict, s: str) -> str:
+    a = _slice(config, s)["answerability"]
+    return "" if a is None else f"--answerability '{json.dumps(a)}'"
+
+
+def index(config: dict, L: Layout, s: str, domain: str, retriever: str) -> str:
+    """Train and eval turns of a slice search the same index: the eval benchmark's domain corpus."""
+    return L.index_manifest(corpus_id(_slice(config, s)["benchmark"], domain), retriever)
+
+
+def search_inputs(config: dict, L: Layout, prompts_dir: str, s: str, part: str, r: str, domain: str) -> dict:
+    x = rung(config, s, r)
+    ins = {"tasks": L.benchmark_tasks(part_benchmark(config, s, part)),
+           "index": index(config, L, s, domain, x["retriever"])}
+    if x["kind"] == "expansion":
+        ins["expand_prompts"] = f"{prompts_dir}/worse_labels/expand.yaml"
+    return ins
+
+
+def search_args(config: dict, s: str, r: str, registry: str, cache: str) -> str:
+    from convrag.config import retriever_kind
+
+    x = rung(config, s, r)
+    args = [f"--retriever {retriever_kind(config, x['retriever'])}",
+            f"--retriever-params '{json.dumps(config['retrievers'][x['retriever']].get('params') or {}, sort_keys=True)}'",
+            f"--k {config['worse_labels']['retrieval_k']}", answerability_arg(config, s)]
+    if x["kind"] == "query":
+        args.append(f"--query {x['query']}")
+    else:
+        args.append(f"--expansions {' '.join(x['expansions'])} --model {x['model']} --max-tokens {x['max_tokens']}"
+                    f" --registry {registry} --cache {cache}")
+    return " ".join(a for a in args if a)
+
+
+def search_models(config: dict, s: str, r: str) -> list[str]:
+    x = rung(config, s, r)
+    return [x["model"]] if x["kind"] == "expansion" else []
+
+
+def _component_inputs(config: dict, L: Layout, s: str, part: str, r: str, domains_: list[str]) -> dict:
+    x = rung(config, s, r)
+    if x["kind"] == "expansion":
+        return {"components": [paths.components(L, s, part, r, d) for d in domains_]}
+    return {"runs": [paths.run(L, s, part, c, d) for c in x["rungs"] for d in domains_]}
+
+
+def _component_args(config: dict, L: Layout, s: str, part: str, r: str, domains_: list[str]) -> str:
+    x = rung(config, s, r)
+    if x["kind"] == "expansion":
+        return "--components " + " ".join(paths.components(L, s, part, r, d) for d in domains_)
+    runs = {c: [paths.run(L, s, part, c, d) for d in domains_] for c in x["rungs"]}
+    return f"--runs '{json.dumps(runs)}'"
+
+
+def fit_inputs(config: dict, L: Layout, s: str, r: str) -> dict:
+    sp = _slice(config, s)
+    if rung(config, s, r)["weights"] is not None or not sp["train"]:
+        return {}
+    return {**_component_inputs(config, L, s, "train", r, slice_domains(config, s)),
+            "tasks": L.benchmark_tasks(sp["train"])}
+
+
+def component_names(config: dict, s: str, r: str) -> list[str]:
+    x = rung(config, s, r)
+    return list(x["expansions"] if x["kind"] == "expansion" else x["rungs"])
+
+
+def fit_args(config: dict, L: Layout, s: str, r: str) -> str:
+    sp, x = _slice(config, s), rung(config, s, r)
+    f = config["worse_labels"]["fit"]
+    names = "--names " + " ".join(component_names(config, s, r))
+    if x["weights"] is not None:
+        return f"{names} --weights '{json.dumps(x['weights'])}'"
+    if not sp["train"]:
+        return names  # equal weights
+    args = _component_args(config, L, s, "train", r, slice_domains(config, s))
+    return (f"{args} --tasks {L.benchmark_tasks(sp['train'])} --domains {' '.join(slice_domains(config, s))}"
+            f" {answerability_arg(config, s)} --step {f['step']}"
+            f" --measure '{f['measure']}'")
+
+
+def fuse_inputs(config: dict, L: Layout, s: str, part: str, r: str, domain: str) -> dict:
+    return {**_component_inputs(config, L, s, part, r, [domain]), "weights": paths.weights(L, s, r)}
+
+
+def fuse_args(config: dict, L: Layout, s: str, part: str, r: str, domain: str) -> str:
+    return f"{_component_args(config, L, s, part, r, [domain])} --k {config['worse_labels']['retrieval_k']}"
+
+
+def eval_runs(config: dict, L: Layout, s: str) -> dict[str, list[str]]:
+    sp = _slice(config, s)
+    return {r: [paths.run(L, s, "eval", r, d) for d in slice_domains(config, s)] for r in sp["ladder"]}
+
+
+def contexts_inputs(config: dict, L: Layout, s: str) -> dict:
+    sp = _slice(config, s)
+    return {"tasks": L.benchmark_tasks(sp["benchmark"]), "runs": [p for ps in eval_runs(config, L, s).values() for p in ps],
+            "corpora": [L.corpus(corpus_id(sp["benchmark"], d)) for d in slice_domains(config, s)]}
+
+
+def contexts_args(config: dict, L: Layout, s: str) -> str:
+    sp = _slice(config, s)
+    control = f"--control {sp['control']}" if sp["control"] else ""
+    return (f"--runs '{json.dumps(eval_runs(config, L, s))}' --domains {' '.join(slice_domains(config, s))} --top-k {config['worse_labels']['top_k']} {control} "
+            f"{answerability_arg(config, s)}")
+
+
+def read_sets(config: dict, s: str) -> str:
+    return " ".join(x for x in sets(config, s) if x != "control")
+
+
+def label_sets(config: dict, s: str) -> str:
+    return " ".join(x for x in sets(config, s) if x != "none")
+
+
+def audited(config: dict) -> list[str]:
+    w = config["worse_labels"]
+    return [w["main"]] if w["judges"]["audit"]["model"] else []
+
+
+def audit_models(config: dict) -> list[str]:
+    m = config["worse_labels"]["judges"]["audit"]["model"]
+    return [m] if m else []
+
+
+def answer_models(config: dict) -> list[str]:
+    m = config["worse_labels"]["judges"]["answer"]["model"]
+    return [m] if m else []
+
+
+def audit_args(config: dict, registry: str, cache: str, prompts_dir: str) -> str:
+    a = config["worse_labels"]["judges"]["audit"]
+    strata = f"--strata '{json.dumps(a['strata'])}'" if a["strata"] else ""
+    return (f"--model {a['model']} --registry {registry} --cache {cache} --prompts-dir {prompts_dir} --seed {a['seed']}"
+            f" --max-tokens {a['max_tokens']} {strata}")
+
+
+# ---- what the Study returns -------------------------------------------------------------------
+
+
+def model_outputs(config: dict, L: Layout, ext: str = "jsonl") -> list[str]:
+    w = config["worse_labels"]
+    out = []
+    for s in slice_names(config):
+        out += [paths.reads(L, s, m, ext) for m in readers(config)]
+        out += [paths.labels(L, s, j, ext) for j in content_judges(config)]
+        if w["judges"]["answer"]["model"]:
+            out += [paths.correctness(L, s, m, ext) for m in readers(config)]
+    return out + [paths.audit(L, s, ext) for s in audited(config)]
+
+
+def accounting_files(config: dict, L: Layout) -> list[str]:
+    runs = [paths.run(L, j["slice"], j["part"], j["rung"], j["domain"], "accounting.json")
+            for j in rung_jobs(config) if j["kind"] == "query"]
+    runs += [paths.components(L, j["slice"], j["part"], j["rung"], j["domain"], "accounting.json")
+             for j in rung_jobs(config) if j["kind"] == "expansion"]
+    return runs + model_outputs(config, L, "accounting.json")
+
+
+def artifacts(config: dict, L: Layout) -> dict:
+    w = config["worse_labels"]
+    return {"contexts": [paths.contexts(L, s) for s in slice_names(config)],
+            "labels": [paths.labels(L, s, j) for s in slice_names(config) for j in content_judges(config)],
+            "reads": [paths.reads(L, s, m) for s in slice_names(config) for m in readers(config)] or None,
+            "correctness": ([paths.correctness(L, s, m) for s in slice_names(config) for m in readers(config)]
+                            if w["judges"]["answer"]["model"] else None),
+            # optional inputs: an empty list, not None (None would drop every target that reads them)
+            "audit": [paths.audit(L, s) for s in audited(config)],
+            "weights": [paths.weights(L, j["slice"], j["rung"]) for j in fitted_rungs(config)]}
+
+
+def context(config: dict) -> dict:
+    w = config["worse_labels"]
+    j = w["judges"]
+    return {"ladders": {s: list(sp["ladder"]) for s, sp in slices(config).items()},
+            "ladder": {s: list(sp["ladder"]) for s, sp in slices(config).items()}, "main_slice": w["main"],
+            "replication_slice": w["replication"], "primary": primary(config),
+            "labellers": [*content_judges(config), *(["panel"] if j["panel"] else [])],
+            "panel_members": j["panel"], "audit": bool(j["audit"]["model"]), "readers": readers(config),
+            "boot": w["bootstrap"], "partial_insufficient": w["partial_insufficient"], "top_k": w["top_k"]}
+
+
+__all__ = ["parts", "sets"]
