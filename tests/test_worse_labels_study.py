@@ -161,3 +161,42 @@ def test_contexts_unknown_document_names_it():
     t = _task("d/c_turn_1", "d/c", 1, "q", ["g"])
     with pytest.raises(DataError, match=r"r\|d/c_turn_1: document 'zz' is not in the domain's corpus"):
         build_contexts("s", [t], {"r": {"d/c_turn_1": {"zz": 1.0}}}, {"g": "gold"}, 5, None)
+
+
+def test_label_assembly_panel_audit_world_and_primary_fallback(tmp_path):
+    """The labels the analyses read: judge verdicts (unparsable -> None), the panel's majority
+    (ties -> partial), the audit's final label, the world's truth with its support; and the
+    primary labeller falls back to the first content judge on a slice the world does not label."""
+    import json
+
+    from convrag.studies.worse_labels.targets import load_labels, primary_for
+
+    ctx = pd.DataFrame([dict(slice="s", task_id="t1", set="r", world_label="no", world_support=[]),
+                        dict(slice="s", task_id="t2", set="r", world_label="yes", world_support=[2]),
+                        dict(slice="m", task_id="u1", set="r", world_label=None, world_support=[])])
+    ctx.to_parquet(tmp_path / "s.parquet")
+
+    def verdicts(slice_, judge, values):
+        p = tmp_path / "labels" / slice_ / f"{judge}.jsonl"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("".join(json.dumps({"item_id": f"r|{t}", "judge_model": judge,
+                                         "value": None if v is None else {"label": v, "support": [1]}}) + "\n"
+                             for t, v in values.items()))
+        return str(p)
+
+    files = [verdicts("s", "a", {"t1": "yes", "t2": "no"}), verdicts("s", "b", {"t1": "yes", "t2": None}),
+             verdicts("s", "c", {"t1": "no", "t2": "yes"}), verdicts("m", "a", {"u1": "no"})]
+    audit = tmp_path / "audit" / "s.jsonl"
+    audit.parent.mkdir()
+    audit.write_text(json.dumps({"context_id": "r|t2", "final": "partial"}) + "\n")
+    lab = load_labels({"contexts": [str(tmp_path / "s.parquet")], "labels": files, "audit": [str(audit)]},
+                      {"panel_members": ["a", "b", "c"]})
+    got = {(r.slice, r.task_id, r.labeller): r.label for r in lab.itertuples()}
+    assert pd.isna(got[("s", "t2", "b")])  # unparsable: kept, counted by the analyses
+    assert got[("s", "t1", "panel")] == "yes"  # 2 of 3
+    assert got[("s", "t2", "panel")] == "partial"  # a: no, c: yes, b: unparsable -> a tie
+    assert got[("s", "t2", "audit")] == "partial" and ("s", "t1", "audit") not in got
+    assert got[("s", "t2", "world")] == "yes" and got[("s", "t1", "world")] == "no" and ("m", "u1", "world") not in got
+    assert list(lab[(lab.labeller == "world") & (lab.task_id == "t2")]["support"].iloc[0]) == [2]
+    settings = {"primary": "world", "labellers": ["a", "b", "c", "panel"]}
+    assert primary_for(lab, settings, "s") == "world" and primary_for(lab, settings, "m") == "a"
