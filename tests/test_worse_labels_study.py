@@ -6,6 +6,7 @@ world label) against hand-computed values."""
 from __future__ import annotations
 
 import copy
+import json
 
 import numpy as np
 import pandas as pd
@@ -200,3 +201,50 @@ def test_label_assembly_panel_audit_world_and_primary_fallback(tmp_path):
     assert list(lab[(lab.labeller == "world") & (lab.task_id == "t2")]["support"].iloc[0]) == [2]
     settings = {"primary": "world", "labellers": ["a", "b", "c", "panel"]}
     assert primary_for(lab, settings, "s") == "world" and primary_for(lab, settings, "m") == "a"
+
+
+@pytest.mark.realdata
+def test_the_study_stages_on_the_official_pilot(shared_data, tmp_path):
+    """The worse_labels path of the two RETECO baselines (``convrag worse-labels retrieve`` with
+    queries ``turn`` and ``official_history`` over a lucene_bm25 index, then the contexts stage)
+    on the organisers' pilot sample: every turn's nDCG@10 in the contexts table equals a hand
+    computation from the written run (trec_eval's order: score descending, ties by doc id
+    descending). The pilot ships only its 15 gold documents, so these are not estimates of the
+    published .1827 / .4379; the real dev split needs the Hugging Face download."""
+    import math
+
+    from convrag.cli import main
+    from convrag.data.recor import load_recor_pilot, read_documents
+    from convrag.metrics.retrieval import read_trec_run
+    from convrag.records import write_records
+    from convrag.retrieval import build_index
+
+    pilot = shared_data / "recor_pilot"
+    tasks, _ = load_recor_pilot(pilot / "benchmark.jsonl", pilot / "documents.jsonl", pilot / "qrels.txt")
+    write_records(tmp_path / "tasks.jsonl", tasks)
+    write_records(tmp_path / "corpus.jsonl", read_documents(pilot / "documents.jsonl"))
+    build_index("lucene_bm25", tmp_path / "corpus.jsonl", tmp_path / "idx", {})
+    domains = sorted({t.labels["domain"] for t in tasks})
+    runs = {}
+    for rung, query in (("bm25_turn", "turn"), ("bm25_hist", "official_history")):
+        for d in domains:
+            out = tmp_path / rung / d
+            main(["worse-labels", "retrieve", "--tasks", str(tmp_path / "tasks.jsonl"), "--domain", d,
+                  "--index-dir", str(tmp_path / "idx"), "--retriever", "lucene_bm25", "--k", "1000",
+                  "--rung", rung, "--query", query, "--out-run", f"{out}.trec", "--out-queries",
+                  f"{out}.queries.jsonl", "--accounting", f"{out}.accounting.json"])
+        runs[rung] = [str(tmp_path / rung / f"{d}.trec") for d in domains]
+    main(["worse-labels", "contexts", "--tasks", str(tmp_path / "tasks.jsonl"), "--slice", "pilot",
+          "--runs", json.dumps(runs), "--corpora", str(tmp_path / "corpus.jsonl"), "--domains", *domains,
+          "--top-k", "5", "--out", str(tmp_path / "c.parquet"), "--items", str(tmp_path / "items.jsonl")])
+    c = pd.read_parquet(tmp_path / "c.parquet").set_index("context_id")
+    scored = [t for t in tasks if t.gold_docs]
+    for rung, paths in runs.items():
+        run = {q: h for p in paths for q, h in read_trec_run(p).items()}
+        for t in scored:
+            ranked = sorted(sorted(run[t.task_id].items(), reverse=True), key=lambda h: -h[1])
+            dcg = sum(1 / math.log2(i + 2) for i, (d, _) in enumerate(ranked[:10]) if d in t.gold_docs)
+            ideal = sum(1 / math.log2(i + 2) for i in range(min(len(t.gold_docs), 10)))
+            assert c.loc[f"{rung}|{t.task_id}", "ndcg10"] == pytest.approx(dcg / ideal, abs=1e-9), (rung, t.task_id)
+    hist = c[c["set"] == "bm25_hist"]
+    assert len(hist) == len(scored) and (c.loc[c["set"] == "gold", "qrels_label"] == "all").all()
