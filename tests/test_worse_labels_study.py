@@ -60,8 +60,12 @@ def test_train_part_runs_only_what_a_fit_reads():
 @pytest.mark.parametrize("edit, key", [
     (lambda w: w["slices"]["recor"]["ladder"]["bm25_turn"].update(retriever="nope"),
      "worse_labels.slices.recor.ladder.bm25_turn.retriever"),
-    (lambda w: w["slices"]["recor"]["ladder"]["hybrid"].update(rungs=["fusion", "later"]),
+    (lambda w: w["slices"]["recor"]["ladder"]["hybrid"].update(rungs=["fusion", "nope"]),
      "worse_labels.slices.recor.ladder.hybrid.rungs[1]"),
+    (lambda w: w["slices"]["recor"]["ladder"]["hybrid"].update(rungs=["fusion", "hybrid"]),
+     "worse_labels.slices.recor.ladder.hybrid.rungs[1]"),
+    (lambda w: w["slices"]["recor"]["ladder"].update(dense={"kind": "fuse", "rungs": ["bm25_turn", "hybrid"]}),
+     "worse_labels.slices.recor.ladder: fuse rungs form a cycle"),
     (lambda w: w["slices"]["recor"]["ladder"]["fusion"].update(weights=[1.0]),
      "worse_labels.slices.recor.ladder.fusion.weights"),
     (lambda w: w["slices"]["recor"]["ladder"]["fusion"].pop("model"), "worse_labels.slices.recor.ladder.fusion"),
@@ -80,6 +84,16 @@ def test_config_errors_name_the_key(edit, key):
     with pytest.raises(ConfigError) as e:
         _check(cfg)
     assert key in str(e.value) and "cfg.yaml" in str(e.value)
+
+
+def test_ladder_order_does_not_bind_fuse_rungs():
+    """A YAML writer that sorts keys (yaml.safe_dump) puts 'hybrid' before the rungs it fuses:
+    still valid, and the tables keep the ladder's given order."""
+    cfg = _config()
+    ladder = cfg["worse_labels"]["slices"]["recor"]["ladder"]
+    cfg["worse_labels"]["slices"]["recor"]["ladder"] = dict(sorted(ladder.items()))
+    c = _check(cfg)
+    assert list(c["worse_labels"]["slices"]["recor"]["ladder"])[:2] == ["bm25_hist", "bm25_turn"]
 
 
 def test_train_benchmark_must_cover_the_domains():

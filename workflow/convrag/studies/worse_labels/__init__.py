@@ -22,6 +22,20 @@ from __future__ import annotations
 from convrag.studies.base import Study
 
 
+def _check_acyclic(ladder: dict, where: str) -> None:
+    """A fuse rung may not reach itself through the rungs it fuses."""
+    from convrag.errors import ConfigError
+
+    def visit(n, path):
+        if n in path:
+            raise ConfigError(f"{where}: fuse rungs form a cycle: {' -> '.join([*path, n])}")
+        for c in ladder[n].get("rungs") or ():
+            visit(c, [*path, n])
+
+    for n in ladder:
+        visit(n, [])
+
+
 class WorseLabels(Study):
     key = "worse_labels"
     title = ("Better Retrievers, Worse Labels: How Incomplete Relevance Judgments Distort Abstention "
@@ -79,15 +93,16 @@ class WorseLabels(Study):
                     raise unknown_name(source, f"{rk}.retriever", r["retriever"], config["retrievers"])
                 if r["kind"] == "expansion" and r["model"] not in registry:
                     raise unknown_name(source, f"{rk}.model", r["model"], registry)
-                if r["kind"] == "fuse":
+                if r["kind"] == "fuse":  # any other rung (YAML writers may sort keys); cycles checked below
                     for j, c in enumerate(r["rungs"]):
-                        if c not in ladder[:i]:
-                            raise ConfigError(f"{source}: {rk}.rungs[{j}]: '{c}' must be a rung listed before "
-                                              f"'{rung}' (known: {', '.join(ladder[:i]) or 'none'})")
+                        if c == rung or c not in ladder:
+                            raise ConfigError(f"{source}: {rk}.rungs[{j}]: '{c}' must be another rung of the "
+                                              f"ladder (known: {', '.join(x for x in ladder if x != rung)})")
                 n = len(r.get("expansions") or r.get("rungs") or [])
                 if r.get("weights") is not None and (len(r["weights"]) != n or not any(r["weights"])):
                     raise ConfigError(f"{source}: {rk}.weights: need {n} non-negative weights, not all 0 "
                                       f"(got {r['weights']})")
+            _check_acyclic(s["ladder"], f"{source}: {at}.ladder")
             if s["control"] is not None and s["control"] not in s["ladder"]:
                 raise unknown_name(source, f"{at}.control", s["control"], s["ladder"])
         j = w["judges"]
