@@ -58,6 +58,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from convrag.studies.worse_labels.label_quality import _is_missing as _missing
 from convrag.errors import ConfigError, DataError
 from convrag.stats.bootstrap import bootstrap_statistic, paired_bootstrap, paired_cluster_bootstrap
 from convrag.stats.decomposition import kitagawa_from_data
@@ -215,8 +216,6 @@ def _require(df, cols, name: str, where: str) -> pd.DataFrame:
     return df
 
 
-def _missing(x) -> bool:
-    return x is None or (not isinstance(x, (str, list, tuple, np.ndarray)) and bool(pd.isna(x)))
 
 
 def _check_unique(df: pd.DataFrame, key: list, name: str, where: str) -> None:
@@ -226,13 +225,16 @@ def _check_unique(df: pd.DataFrame, key: list, name: str, where: str) -> None:
         raise DataError(f"{where}: {name} has {int(dup.sum())} rows sharing a key {key}, e.g. {first}")
 
 
-def _as_bool(values, name: str, where: str) -> np.ndarray:
-    out = np.empty(len(values), dtype=bool)
+def _flags(values, name: str, where: str, missing_ok: bool) -> np.ndarray:
+    """Booleans (or 0/1) -> 1.0 / 0.0; a missing value is NaN where allowed, else an error."""
+    out = np.empty(len(values), dtype=float)
     for i, v in enumerate(values):
-        if isinstance(v, (bool, np.bool_)) or (not _missing(v) and not isinstance(v, str) and v in (0, 1)):
-            out[i] = bool(v)
+        if missing_ok and _missing(v):
+            out[i] = np.nan
+        elif isinstance(v, (bool, np.bool_)) or (not _missing(v) and not isinstance(v, str) and v in (0, 1)):
+            out[i] = float(bool(v))
         else:
-            raise DataError(f"{where}: {name} row {i}: {v!r} is not a boolean")
+            raise DataError(f"{where}: {name} row {i}: {v!r} is not a boolean{' or None' if missing_ok else ''}")
     return out
 
 
@@ -247,18 +249,6 @@ def _refused(statuses, where: str) -> np.ndarray:
         if key not in STATUSES:
             raise DataError(f"{where}: reads row {i}: status {s!r} is not one of {STATUSES} or None")
         out[i] = 1.0 if key == "UNANSWERABLE" else 0.0
-    return out
-
-
-def _correct(values, where: str) -> np.ndarray:
-    out = np.empty(len(values), dtype=float)
-    for i, v in enumerate(values):
-        if _missing(v):
-            out[i] = np.nan
-        elif isinstance(v, (bool, np.bool_)) or (not isinstance(v, str) and v in (0, 1)):
-            out[i] = float(bool(v))
-        else:
-            raise DataError(f"{where}: reads row {i}: correct {v!r} is not a boolean or None")
     return out
 
 
@@ -279,7 +269,7 @@ class _Data:
         _check_unique(r, _READ_KEY, "reads", where)
 
         ctx_df = c[_CONTEXT_BASE].copy()
-        ctx_df["no_gold"] = _as_bool(c["no_gold"].tolist(), "contexts.no_gold", where)
+        ctx_df["no_gold"] = _flags(c["no_gold"].tolist(), "contexts.no_gold", where, missing_ok=False).astype(bool)
         ctx_df["suff:" + QRELS] = (~ctx_df["no_gold"].to_numpy(dtype=bool)).astype(float)
         for col in context_cols:
             ctx_df[col] = pd.to_numeric(c[col], errors="coerce").astype(float)
@@ -301,7 +291,7 @@ class _Data:
             p = pd.to_numeric(r["p_answerable"], errors="coerce").astype(float)
             rd["p"] = p.where(np.isfinite(p))
         if "correct" in r.columns:
-            rd["correct"] = _correct(r["correct"].tolist(), where)
+            rd["correct"] = _flags(r["correct"].tolist(), "reads.correct", where, missing_ok=True)
         rd["has_read"] = True
         self.reads = rd
         self._ctx_groups = {k: g.set_index("task_id") for k, g in ctx_df.groupby(["slice", "set"], sort=False)}
