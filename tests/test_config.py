@@ -80,7 +80,7 @@ def test_grid_cells_and_jobs():
 
 def test_recall_k_below_top_k_and_unknown_role_models():
     cfg = _cfg()
-    cfg["lic_rag"]["recall_k"] = 2
+    cfg["lic_rag"]["recall_k"] = cfg["lic_rag"]["top_k"] - 1
     with pytest.raises(ConfigError, match=r"'lic_rag\.recall_k'.*below top_k"):
         validate_config(cfg, registry=REGISTRY)
     for key in ("classifier", "judge"):

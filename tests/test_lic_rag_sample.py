@@ -27,6 +27,7 @@ def test_sample_grid_slice(shared_data, tmp_path):
     lic.update(datasets=["musique_2hop"], retrievers=["closed_book", "bm25"],
                conditions=["FULL", "CONCAT", "SHARDED", "RECAP"], policies=["history"], runs=1)
     lic["sharding"]["attempts"] = 1
+    lic.update(top_k=2, max_extra_turns=0)  # shorter prompts and conversations: CI time
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--snakefile", str(REPO_ROOT / "Snakefile"),

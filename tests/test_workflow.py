@@ -38,7 +38,11 @@ def _snakemake(workdir: Path, *extra: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
-    wd = tmp_path_factory.mktemp("grid")
+    """The default run in a fresh folder; or, with CONVRAG_TEST_GRID=DIR, a folder where the
+    default has already run (`snakemake --cores 2 --directory DIR`), brought up to date here (the
+    tests below then delete and rebuild some of its outputs)."""
+    given = os.environ.get("CONVRAG_TEST_GRID")
+    wd = Path(given) if given else tmp_path_factory.mktemp("grid")
     _snakemake(wd)  # the default config of the repository, as `snakemake --cores all` runs it
     return wd
 
