@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from convrag.io import atomic_path
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["save_figure", "grouped_bars", "stacked_bars", "lines", "scatter", "empty_figure"]
 
 
-def save_figure(fig: Figure, stem: str | os.PathLike) -> tuple[Path, Path]:
+def save_figure(fig: "Figure", stem: str | os.PathLike) -> tuple[Path, Path]:
     """Write ``<stem>.png`` and ``<stem>.pdf`` atomically; return their paths."""
     stem = Path(stem)
     png, pdf = stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".pdf")
@@ -38,6 +40,9 @@ def _ordered(values, preferred=()) -> list:
 
 
 def _canvas(n_panels: int, width_per: float, height: float = 3.6):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # here: table jobs never load matplotlib
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(max(4.0, width_per) * n_panels, height), layout="constrained")
     FigureCanvasAgg(fig)
     axes = np.atleast_1d(fig.subplots(1, n_panels, sharey=True, squeeze=False)[0])
@@ -166,8 +171,11 @@ def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None,
     return save_figure(fig, stem)
 
 
-def empty_figure(message: str) -> Figure:
+def empty_figure(message: str) -> "Figure":
     """A figure that says why there is nothing to plot (the target still exists)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(5, 1.5))
     FigureCanvasAgg(fig)
     fig.text(0.5, 0.5, message, ha="center", va="center", fontsize=9)
