@@ -106,10 +106,18 @@ def main() -> int:
     by_study: dict[str, list] = defaultdict(list)
     for j in jobs:
         by_study[study_of(j)].append(j)
-    print("| study | jobs | job-seconds | share |\n|---|---|---|---|")
+    # "outside the model": the job's wall time minus its backend time (process start, imports,
+    # model loading, retrieval, scoring, writing)
+    print("| study | jobs | job-seconds | share | in the model s | outside the model s | prompt tok computed "
+          "| completion tok |\n|---|---|---|---|---|---|---|---|")
     for s, js in sorted(by_study.items(), key=lambda kv: -sum(j["end"] - j["start"] for j in kv[1])):
         secs = sum(j["end"] - j["start"] for j in js)
-        print(f"| {s} | {len(js)} | {secs:.0f} | {secs / total:.0%} |")
+        accs = [a for j in js for a in roles(wd, j).values()]
+        inside = sum(a.get("backend_seconds", 0.0) for a in accs)
+        computed = sum(a.get("backend_computed_prompt_tokens", a.get("backend_prompt_tokens", 0)) for a in accs)
+        completion = sum(a.get("backend_completion_tokens", 0) for a in accs)
+        print(f"| {s} | {len(js)} | {secs:.0f} | {secs / total:.0%} | {inside:.0f} | {secs - inside:.0f} "
+              f"| {computed} | {completion} |")
 
     print("\n| study | rule | role | jobs | wall s | backend s | prompt tok requested | computed | completion tok "
           "| prefill tok/s | decode tok/s |\n|---|---|---|---|---|---|---|---|---|---|---|")
