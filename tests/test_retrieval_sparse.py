@@ -97,7 +97,9 @@ def test_search_equals_independent_dot_products(env, reference):
     _, _, r, _ = env
     D = reference(_doc_texts(), "document")
     Q = reference(QUERIES, "query")
-    S = Q @ D.T
+    # products summed element by element, not by a BLAS matrix product: a GEMM kernel may sum two
+    # identical rows in different orders (edge rows), which would break the "paris" / "paris-copy" tie
+    S = (Q[:, None, :] * D[None, :, :]).sum(-1)
     got = r.search(QUERIES, 3)
     assert [c.llm_calls for c in got.costs] == [0] * len(QUERIES)
     for qi, hits in enumerate(got):
@@ -118,7 +120,12 @@ def test_k_larger_than_corpus_and_ties_in_corpus_order(env, reference):
     assert abs(ids.index("paris") - ids.index("paris-copy")) == 1 and ids.index("paris") < ids.index("paris-copy")
     assert dict(hits)["paris"] == dict(hits)["paris-copy"]  # identical passages share one vector
     twice = r.search(["water", "capital of France", "water"], 4)
-    assert twice[0] == twice[2] and twice[1] == r.search(["capital of France"], 4)[0]
+    assert twice[0] == twice[2]
+    # alone vs in a padded batch of three: the same ranking; scores equal up to float rounding
+    # (the encoder's padded batch may sum in another order: 0.99510378 vs 0.99510384 measured)
+    alone = r.search(["capital of France"], 4)[0]
+    assert [d for d, _ in twice[1]] == [d for d, _ in alone]
+    assert np.allclose([x for _, x in twice[1]], [x for _, x in alone], rtol=1e-6, atol=0)
     assert r.search([], 5) == []
     with pytest.raises(ConfigError, match="positive integer"):
         r.search(["x"], 0)
