@@ -106,13 +106,14 @@ def main() -> int:
     by_study: dict[str, list] = defaultdict(list)
     for j in jobs:
         by_study[study_of(j)].append(j)
+        j["roles"] = roles(wd, j)  # each job's accounting files read once
     # "outside the model": the job's wall time minus its backend time (process start, imports,
     # model loading, retrieval, scoring, writing)
     print("| study | jobs | job-seconds | share | in the model s | outside the model s | prompt tok computed "
           "| completion tok |\n|---|---|---|---|---|---|---|---|")
     for s, js in sorted(by_study.items(), key=lambda kv: -sum(j["end"] - j["start"] for j in kv[1])):
         secs = sum(j["end"] - j["start"] for j in js)
-        accs = [a for j in js for a in roles(wd, j).values()]
+        accs = [a for j in js for a in j["roles"].values()]
         inside = sum(a.get("backend_seconds", 0.0) for a in accs)
         computed = sum(a.get("backend_computed_prompt_tokens", a.get("backend_prompt_tokens", 0)) for a in accs)
         completion = sum(a.get("backend_completion_tokens", 0) for a in accs)
@@ -123,7 +124,7 @@ def main() -> int:
           "| prefill tok/s | decode tok/s |\n|---|---|---|---|---|---|---|---|---|---|---|")
     rows: dict[tuple, dict] = defaultdict(lambda: defaultdict(float))
     for j in jobs:
-        acc = roles(wd, j)
+        acc = j["roles"]
         r = rows[(study_of(j), j["rule"], "(job)")]  # the job's own wall time, once per job
         r["jobs"] += 1
         r["wall"] += j["end"] - j["start"]

@@ -25,9 +25,9 @@ def test_sample_grid_slice(shared_data, tmp_path):
     cfg["datasets"]["musique_2hop"]["n_questions"] = 3
     lic = cfg["lic_rag"]
     lic.update(datasets=["musique_2hop"], retrievers=["closed_book", "bm25"],
-               conditions=["FULL", "CONCAT", "SHARDED", "RECAP"], policies=["history"], runs=1)
+               conditions=["FULL", "CONCAT", "SHARDED", "RECAP"], policies=["history"], runs=1,
+               top_k=2, max_extra_turns=0)  # 2 passages, no nudge turn: shorter prompts, CI time
     lic["sharding"]["attempts"] = 1
-    lic.update(top_k=2, max_extra_turns=0)  # shorter prompts and conversations: CI time
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--snakefile", str(REPO_ROOT / "Snakefile"),

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["save_figure", "grouped_bars", "stacked_bars", "lines", "scatter", "empty_figure"]
 
 
-def save_figure(fig: "Figure", stem: str | os.PathLike) -> tuple[Path, Path]:
+def save_figure(fig: Figure, stem: str | os.PathLike) -> tuple[Path, Path]:
     """Write ``<stem>.png`` and ``<stem>.pdf`` atomically; return their paths."""
     stem = Path(stem)
     png, pdf = stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".pdf")
@@ -39,12 +39,18 @@ def _ordered(values, preferred=()) -> list:
     return [v for v in preferred if v in present] + [v for v in present if v not in preferred]
 
 
-def _canvas(n_panels: int, width_per: float, height: float = 3.6):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # here: table jobs never load matplotlib
+def _figure(**kw) -> Figure:
+    """A Figure on the Agg canvas; matplotlib is imported here so table jobs never load it."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(max(4.0, width_per) * n_panels, height), layout="constrained")
+    fig = Figure(**kw)
     FigureCanvasAgg(fig)
+    return fig
+
+
+def _canvas(n_panels: int, width_per: float, height: float = 3.6):
+    fig = _figure(figsize=(max(4.0, width_per) * n_panels, height), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, n_panels, sharey=True, squeeze=False)[0])
     return fig, axes
 
@@ -171,12 +177,8 @@ def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None,
     return save_figure(fig, stem)
 
 
-def empty_figure(message: str) -> "Figure":
+def empty_figure(message: str) -> Figure:
     """A figure that says why there is nothing to plot (the target still exists)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(5, 1.5))
-    FigureCanvasAgg(fig)
+    fig = _figure(figsize=(5, 1.5))
     fig.text(0.5, 0.5, message, ha="center", va="center", fontsize=9)
     return fig
