@@ -444,6 +444,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and os.environ.get("CONVRAG_WARM_SOCKET"):  # a job of a local Snakemake run
+        from convrag.warm import delegate
+
+        code = delegate(sys.argv[1:])
+        if code is not None:
+            return code
     args = build_parser().parse_args(argv)
     try:
         args.fn(args)

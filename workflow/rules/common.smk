@@ -18,6 +18,7 @@ from convrag.errors import ConvragError
 from convrag.layout import layout
 from convrag.retrieval import capabilities
 from convrag.studies import STUDY_PATH_ENV, active_studies, plugin_paths
+from convrag.warm import RunServer
 
 try:
     validate_config(
@@ -29,6 +30,27 @@ except ConvragError as e:
 # Plug-in studies: every job's `convrag` call must find them too.
 os.environ[STUDY_PATH_ENV] = os.pathsep.join(plugin_paths(config["study_plugins"]))
 STUDIES = {s.key: s for s in active_studies(config)}
+
+# Warm start (convrag.warm): a local run forks each `convrag` job from one server that has the
+# heavy libraries imported (3-6 s less per model job); never on a cluster executor.
+WARM = RunServer(
+    config["warm_start"]
+    and workflow.local_exec
+    and not (workflow.remote_exec or workflow.subprocess_exec),
+    log_path="logs/convrag-warm.log",
+)
+
+
+onstart:
+    WARM.start()
+
+
+onsuccess:
+    WARM.stop()
+
+
+onerror:
+    WARM.stop()
 
 
 def from_repo(path):
