@@ -133,19 +133,23 @@ class Coral(Study):
         return TARGETS
 
     def artifacts(self, config, layout):
+        from convrag.report.reproduction import reproduction_artifacts
         from convrag.studies.coral import paths
         from convrag.studies.coral.wiring import tasks_file
 
         from convrag.studies.coral.wiring import evaluation_files
 
-        return {"tasks": tasks_file(config, layout),
+        arts = {"tasks": tasks_file(config, layout),
                 "retrieval": paths.retrieval_scores(layout) if config["coral"]["retrievers"] else None,
                 "generation": evaluation_files(config, layout, sweep=False) or None,
                 "history_sweep": evaluation_files(config, layout, sweep=True) or None}
+        return {**arts, **reproduction_artifacts(self, layout, arts)}
 
     def context(self, config):
-        """Each answering model's size (registry ``params_b``) for Table 5 / Figure 3."""
+        """Each answering model's size (registry ``params_b``) for Table 5 / Figure 3, and what
+        the run used, against what each published number requires (resources/published/coral.yaml)."""
         from convrag.config import config_registry
+        from convrag.report.reproduction import benchmark_identity, retriever_identity
 
         from convrag.studies.coral.conversational import LLM4CS, session_policy
         from convrag.studies.coral.plan import trained_on
@@ -157,7 +161,14 @@ class Coral(Study):
         if c["llm4cs"]:
             queries[LLM4CS] = (f"LLM4CS: mean of {c['llm4cs']['n']} rewrites by "
                                f"{c['llm4cs']['model'] or c['rewrite']['model']}")
-        return {"sizes": {m: registry[m].params_b for m in c["generation"]["models"]}, "queries": queries}
+        data = benchmark_identity(config, c["benchmark"]) if c["benchmark"] else f"generated:{c['world']['corpus']}"
+        run = {"data": [data],
+               "retrievers": [retriever_identity(config, r) for r in c["retrievers"]],
+               "rewrite_model": c["rewrite"]["model"], "generation_models": list(c["generation"]["models"])}
+        if c["llm4cs"]:
+            run["llm4cs_model"] = c["llm4cs"]["model"] or c["rewrite"]["model"]
+        return {"sizes": {m: registry[m].params_b for m in c["generation"]["models"]}, "queries": queries,
+                "reproduction": run}
 
     def outputs(self, config, layout):
         """The conversations, the retrieval runs, the answers and their scores are final outputs:

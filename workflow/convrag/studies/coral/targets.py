@@ -3,6 +3,7 @@ the paper's numbers (``../shared/reference/published/coral.yaml``)."""
 
 from __future__ import annotations
 
+from convrag.report.reproduction import reproduction_target
 from convrag.studies.base import Target
 from convrag.studies.coral import analyses as A
 
@@ -81,4 +82,5 @@ TARGETS = {t.name: t for t in [
            _fig_sizes, inputs=("generation",)),
     Target("figure4_history_length", "figure", lambda i, c: _sweep(i), _fig_sweep, inputs=("history_sweep",)),
     Target("figure5_judge", "figure", _judge, _fig_judge, inputs=("generation",)),
+    reproduction_target("coral"),
 ]}

@@ -44,30 +44,38 @@ class LicRag(Study):
         return TARGETS
 
     def artifacts(self, config, layout):
+        from convrag.report.reproduction import reproduction_artifacts
         from convrag.studies.lic_rag import paths
 
         lic = config["lic_rag"]
-        return {
+        arts = {
             "scores": paths.scores(layout, "conversations.parquet"),
             "turns": paths.scores(layout, "turns.parquet"),
             "questions": [layout.questions(d) for d in lic["datasets"]],
             "shards": [paths.shards(layout, d, "final.jsonl") for d in lic["datasets"]],
             "corpora": [layout.corpus(config["datasets"][d]["corpus"]) for d in lic["datasets"]],
         }
+        return {**arts, **reproduction_artifacts(self, layout, arts)}
 
     def context(self, config):
         from convrag.config import is_closed_book, retriever_kind
+        from convrag.report.reproduction import dataset_identity, retriever_identity
         from convrag.retrieval import capabilities
 
         from convrag.studies.lic_rag.wiring import model_rows, retrieval_system_rows
 
         lic = config["lic_rag"]
         rets = lic["retrievers"]
+        sharding = lic["sharding"]["model"]
+        # what the run used, against what each published number requires (resources/published/lic_rag.yaml)
+        run = {"models": list(lic["models"]), "data": [dataset_identity(config, d) for d in lic["datasets"]],
+               "retrievers": [retriever_identity(config, r) for r in rets], "sharding_model": sharding,
+               **{f"{k}_model": lic[k]["model"] or sharding for k in ("user_simulator", "classifier", "judge")}}
         return {"boot": lic["bootstrap"], "analysis": lic["analysis"], "datasets": lic["datasets"],
                 "closed_retrievers": [r for r in rets if is_closed_book(config, r)],
                 "explorers": [r for r in rets if capabilities(retriever_kind(config, r)).cost_class == "explorer"],
                 "pog": [r for r in rets if retriever_kind(config, r) == "pog"],
-                "retrieval_systems": retrieval_system_rows(config), "models": model_rows(config)}
+                "retrieval_systems": retrieval_system_rows(config), "models": model_rows(config), "reproduction": run}
 
     def outputs(self, config, layout):
         # Conversations are targets too: deleting one makes Snakemake redo that job (from the

@@ -13,6 +13,7 @@ import pandas as pd
 
 from convrag.io import iter_lines
 from convrag.records import Question, ShardSet, read_records
+from convrag.report.reproduction import reproduction_target
 from convrag.studies.base import Target
 from convrag.studies.lic_rag import analyses as A
 from convrag.studies.lic_rag.plan import CATEGORIES, CONDITIONS, MULTI_TURN
@@ -177,6 +178,7 @@ TARGETS = {t.name: t for t in [
     Target("table12_models", "table", _models),
     _t("response_category_shares", "figure", lambda s, t, c: A.response_categories(t), _fig_categories),
     _t("figure10_judge_vs_f1_gap", "figure", lambda s, t, c: A.judge_gap_correlation(s)[1], _fig_judge),
+    reproduction_target("lic_rag"),
 ]}
 
 

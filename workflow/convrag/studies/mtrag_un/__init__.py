@@ -62,6 +62,7 @@ class MtragUn(Study):
         return TARGETS
 
     def artifacts(self, config, layout):
+        from convrag.report.reproduction import reproduction_artifacts
         from convrag.data.benchmarks import corpus_id
         from convrag.studies.mtrag_un import paths
         from convrag.studies.mtrag_un.plan import domains
@@ -70,18 +71,26 @@ class MtragUn(Study):
 
         m = config["mtrag_un"]
         b = m["benchmark"]
-        return {"tasks": layout.benchmark_tasks(b), "retrieval": paths.retrieval_scores(layout),
+        arts = {"tasks": layout.benchmark_tasks(b), "retrieval": paths.retrieval_scores(layout),
                 "corpora": [layout.corpus(corpus_id(b, d)) for d in domains(config)],
                 "generation": evaluation_files(config, layout) or None,
                 "human": paths.human_scores(layout) if m["evaluation"]["human_evaluations"] else None}
+        return {**arts, **reproduction_artifacts(self, layout, arts)}
 
     def context(self, config):
+        from convrag.report.reproduction import benchmark_identity, retriever_identity
         from convrag.studies.mtrag_un.plan import domains
 
         m = config["mtrag_un"]
+        # what the run used, against what each published number requires (resources/published/mtrag_un.yaml)
+        run = {"data": [benchmark_identity(config, m["benchmark"])], "domains": domains(config),
+               "retrievers": [retriever_identity(config, r) for r in m["retrievers"]],
+               "rewrite_model": m["rewrite"]["model"], "generation_models": list(m["generation"]["models"]),
+               "judge_model": m["evaluation"]["judge_model"]}
         return {"boot": m["bootstrap"], "domains": domains(config), "policies": m["policies"],
                 "gain_base": m["gain_base"], "standalone_measure": m["standalone_measure"],
-                "bertscore": m["evaluation"]["bertscore"], "judge_model": m["evaluation"]["judge_model"]}
+                "bertscore": m["evaluation"]["bertscore"], "judge_model": m["evaluation"]["judge_model"],
+                "reproduction": run}
 
     def outputs(self, config, layout):
         """The answers and their scores are final outputs (as lic_rag's conversations): deleting

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from convrag.report.reproduction import reproduction_target
 from convrag.studies.base import Target
 from convrag.studies.mtrag_un import analyses as A
 
@@ -92,4 +93,5 @@ TARGETS = {t.name: t for t in [
     Target("table5_underspecified", "table", lambda i, c: A.underspecified_responses(_gen(i)),
            inputs=("generation",)),
     Target("figure5_judge_human", "figure", _judge_human, _fig_human, inputs=("human",)),
+    reproduction_target("mtrag_un"),
 ]}

@@ -131,14 +131,30 @@ class WorseLabels(Study):
         return TARGETS
 
     def artifacts(self, config, layout):
+        from convrag.report.reproduction import reproduction_artifacts
         from convrag.studies.worse_labels import wiring
 
-        return wiring.artifacts(config, layout)
+        arts = wiring.artifacts(config, layout)
+        return {**arts, **reproduction_artifacts(self, layout, arts)}
 
     def context(self, config):
+        from convrag.report.reproduction import benchmark_identity, retriever_identity
         from convrag.studies.worse_labels import wiring
 
-        return wiring.context(config)
+        ctx = wiring.context(config)
+        w = config["worse_labels"]
+        main, rep = w["slices"][w["main"]], w["slices"].get(w["replication"]) if w["replication"] else None
+        # what the run used, against what each published number requires (resources/published/worse_labels.yaml)
+        ctx["reproduction"] = {
+            "data": [benchmark_identity(config, main["benchmark"])],
+            "replication_data": [benchmark_identity(config, rep["benchmark"])] if rep else [],
+            "retrievers": sorted({retriever_identity(config, r["retriever"]) for r in main["ladder"].values()
+                                  if "retriever" in r}),
+            "readers": list(ctx["readers"]), "table3_reader": ctx["readers"][0] if ctx["readers"] else None,
+            "judges": list(w["judges"]["content"]), "primary_labeller": ctx["primary"],
+            "panel": list(w["judges"]["panel"]), "audit": ctx["audit"], "top_k": w["top_k"],
+            "partial_insufficient": w["partial_insufficient"]}
+        return ctx
 
     def outputs(self, config, layout):
         """Reads, labels and correctness verdicts are final outputs: deleting one redoes its job

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from convrag.report.reproduction import reproduction_target
 from convrag.studies.base import Target
 
 LABEL_COLUMNS = ["slice", "task_id", "set", "labeller", "label", "support"]
@@ -214,6 +215,7 @@ TARGETS = {t.name: t for t in [
     Target("kitagawa", "table", _ab("kitagawa_table"), inputs=("contexts", "labels", "audit", "reads")),
     Target("changed_conclusions", "table", _changed, inputs=("contexts", "labels", "audit", "reads")),
     Target("table3_mtrag", "table", _table3, inputs=("contexts", "labels", "audit", "reads")),
+    reproduction_target("worse_labels"),
 ]}
 
 __all__ = ["TARGETS", "load_contexts", "load_labels", "load_reads", "np"]
