@@ -148,7 +148,7 @@ def cmd_judge(a):
     set_threads(a.threads)
     judge = get_judge(a.judge)
     items = read_jsonl(a.items)
-    engine = load_engine(a.model, a.registry, a.cache)
+    engine = load_engine(a.model, a.registry, a.cache, role=judge.name)
     prompts = yaml.safe_load(open(a.prompts))
     verdicts = run_judge(judge, items, engine, prompts, a.max_tokens, desc=f"judge {judge.name}")
     write_jsonl(a.out, verdicts)
@@ -175,7 +175,7 @@ def cmd_answer(a):
     tasks = tasks[a.chunk * a.chunk_size:(a.chunk + 1) * a.chunk_size]
     pool = EnginePool(a.registry, a.cache)
     try:
-        roles = {"reader": pool.engine(a.model)}
+        roles = {"reader": pool.engine(a.model, role="reader")}
         run = run_queries = corpus = None
         if a.passages == "run":
             from convrag.rag.replay import read_run
@@ -190,14 +190,14 @@ def cmd_answer(a):
                 raise ConfigError("answer: --passages retrieved needs --retriever, --index-dir and --corpus")
             caps = capabilities(a.retriever)
             if caps.uses_llm:
-                roles["retriever"] = pool.engine(a.retriever_llm or a.model)
+                roles["retriever"] = pool.engine(a.retriever_llm or a.model, role="retriever")
             retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=roles.get("retriever"))
             corpus = {} if caps.closed_book else {p.doc_id: p for p in read_records(a.corpus, Passage)}
         rewrite_prompts = None
         if a.policy == "llm_rewrite" and a.passages == "retrieved":
             if not (a.rewrite_model and a.rewrite_prompts):
                 raise ConfigError("answer: --policy llm_rewrite needs --rewrite-model and --rewrite-prompts")
-            roles["rewriter"] = pool.engine(a.rewrite_model)
+            roles["rewriter"] = pool.engine(a.rewrite_model, role="rewriter")
             rewrite_prompts = yaml.safe_load(open(a.rewrite_prompts))
         s = a.sampling
         records = answer_tasks(
@@ -237,12 +237,12 @@ def cmd_retrieve(a):
         if capabilities(a.retriever).uses_llm:
             if pool is None:
                 raise ConfigError(f"retrieve: retriever '{a.retriever}' calls an LLM: give --registry and --retriever-llm")
-            roles["retriever"] = pool.engine(a.retriever_llm)
+            roles["retriever"] = pool.engine(a.retriever_llm, role="retriever")
         prompts = None
         if a.policy == "llm_rewrite":
             if pool is None or not (a.rewrite_model and a.rewrite_prompts):
                 raise ConfigError("retrieve: --policy llm_rewrite needs --registry, --rewrite-model and --rewrite-prompts")
-            roles["rewriter"] = pool.engine(a.rewrite_model)
+            roles["rewriter"] = pool.engine(a.rewrite_model, role="rewriter")
             prompts = yaml.safe_load(open(a.rewrite_prompts))
         retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=roles.get("retriever"))
         run, records, counts = retrieve_tasks(tasks, retriever, a.policy, a.k, llm=roles.get("rewriter"),
@@ -296,6 +296,24 @@ def cmd_estimate(a):
             fh.write(text + "\n")
     else:
         print(text)
+
+
+# ---- LLM cache bundles -------------------------------------------------------------------
+
+
+def cmd_cache_export(a):
+    from convrag.llm.bundle import export_bundle, summary
+
+    manifest = export_bundle(a.cache, a.trace, a.out)
+    print(f"exported {a.out} from {a.cache}: {summary(manifest)}")
+
+
+def cmd_cache_import(a):
+    from convrag.llm.bundle import import_bundle
+
+    n = import_bundle(a.bundle, a.cache)
+    print(f"imported {a.bundle} into {a.cache}: {n['entries']} entries, {n['added']} added, "
+          f"{n['present']} already present")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -436,6 +454,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--job-minutes", type=float, default=240.0, help="SLURM time limit of a job (default 240)")
     s.add_argument("--json", action="store_true", help="print the full estimate as JSON")
     s.add_argument("--out", default=None, help="write to this file instead of stdout")
+
+    sp = sub.add_parser("cache", help="export / import the LLM-cache entries of a set of targets (portable bundle)",
+                        description="Move the LLM answers that some targets need between results trees: run the "
+                        "targets with --config llm_cache='{trace: DIR}', export, import elsewhere, rebuild there with "
+                        "--config llm_cache='{replay: strict}' (no model is loaded).")
+    # dest study_stage: main() names a failing `convrag cache export` by it
+    cs = sp.add_subparsers(dest="study_stage", required=True, metavar="STAGE")
+    s = cs.add_parser("export", help="write the cache entries that traced runs used to one bundle file")
+    s.set_defaults(fn=cmd_cache_export)
+    s.add_argument("--cache", required=True, help="the LLM cache, e.g. results/cache/llm.sqlite")
+    s.add_argument("--trace", required=True, action="append", help="a trace folder (llm_cache.trace); repeatable")
+    s.add_argument("--out", required=True, help="the bundle file to write (e.g. targets.convrag-cache)")
+    s = cs.add_parser("import", help="add a bundle's entries to an LLM cache (checks its hashes; fails on conflicts)")
+    s.set_defaults(fn=cmd_cache_import)
+    s.add_argument("bundle")
+    s.add_argument("--cache", required=True, help="the LLM cache to add to (created if absent)")
 
     for study in all_studies().values():
         sp = sub.add_parser(study.cli_name, help=f"stages of the {study.key} study", description=study.title)

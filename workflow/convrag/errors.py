@@ -15,3 +15,8 @@ class DataError(ConvragError):
 
 class ModelError(ConvragError):
     """A model backend failed after its retries."""
+
+
+class ReplayMissError(ModelError):
+    """A request missed the LLM cache under strict replay (``llm_cache.replay: strict``): the run
+    was meant to use recorded answers only, so the message names the request, model, role and job."""

@@ -16,6 +16,7 @@ from convrag.config import (
 )
 from convrag.errors import ConvragError
 from convrag.layout import layout
+from convrag.llm.engine import REPLAY_ENV, TRACE_ENV
 from convrag.retrieval import capabilities
 from convrag.studies import STUDY_PATH_ENV, active_studies, plugin_paths
 from convrag.warm import RunServer
@@ -30,6 +31,18 @@ except ConvragError as e:
 # Plug-in studies: every job's `convrag` call must find them too.
 os.environ[STUDY_PATH_ENV] = os.pathsep.join(plugin_paths(config["study_plugins"]))
 STUDIES = {s.key: s for s in active_studies(config)}
+
+# LLM-cache replay and traces (config llm_cache; convrag.llm.engine reads them in each job). Set or
+# cleared from the config on every run, so a value left in the calling shell never reaches a job.
+_TRACE = config["llm_cache"]["trace"]
+for _var, _value in (
+    (REPLAY_ENV, config["llm_cache"]["replay"] or ""),
+    (TRACE_ENV, os.path.abspath(_TRACE) if _TRACE else ""),
+):
+    if _value:
+        os.environ[_var] = _value
+    else:
+        os.environ.pop(_var, None)
 
 # Warm start (convrag.warm): a local run forks each `convrag` job from one server that has the
 # heavy libraries imported (3-6 s less per model job); never on a cluster executor.

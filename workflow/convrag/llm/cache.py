@@ -39,6 +39,12 @@ def cache_key(model_id: str, revision: str | None, request: Request) -> str:
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 
+def prompt_hash(request: Request) -> str:
+    """sha256 of the messages alone: names a prompt in traces and bundle manifests without copying
+    it, and lets two models' entries for one prompt be matched (the cache key mixes in the model)."""
+    return hashlib.sha256(canonical_json(request.chat).encode("utf-8")).hexdigest()
+
+
 class LLMCache:
     """``get_many(keys) -> {key: value}`` and ``put_many({key: value})`` over JSON values."""
 

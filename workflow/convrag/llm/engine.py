@@ -6,11 +6,20 @@ backend, in batches (the main performance lever), and each answered batch is sto
 once, so a killed job resumes without re-paying. The backend is built on the first miss, so
 a job answered fully from the cache never loads weights. ``accounting`` records what was
 paid (calls, tokens, seconds inside the backend) so cost and overhead are measurable.
+
+Replay and traces (config ``llm_cache``, passed to jobs as environment variables, so no stage
+needs a new argument): under strict replay (``CONVRAG_LLM_REPLAY=strict``) a cache miss is an
+error naming the request, model, role and job, raised before any backend is built, so a run
+proves that it used recorded answers only. With ``CONVRAG_LLM_TRACE=DIR`` every engine appends
+the keys it used, hits and misses, to ``DIR/<pid>.jsonl``: what ``convrag cache export`` needs to
+bundle exactly the entries of a set of targets (convrag.llm.bundle).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +27,9 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from convrag.errors import ModelError
+from convrag.errors import ConfigError, ModelError, ReplayMissError
 from convrag.io import write_json
-from convrag.llm.cache import LLMCache, cache_key
+from convrag.llm.cache import LLMCache, cache_key, canonical_json, prompt_hash
 from convrag.llm.registry import DEFAULT_REGISTRY, ModelSpec, get_spec, load_registry
 from convrag.llm.types import Request, Response
 
@@ -55,11 +64,67 @@ def _prompt_size(r: Request) -> int:
     return sum(len(m.get("content", "")) for m in r.messages)
 
 
+REPLAY_ENV = "CONVRAG_LLM_REPLAY"  # "strict": every cache miss is an error (config llm_cache.replay)
+TRACE_ENV = "CONVRAG_LLM_TRACE"  # a folder: engines append the keys they use (config llm_cache.trace)
+JOB_ENV = "CONVRAG_JOB"  # optional name of the job, for traces and replay errors (default: from sys.argv)
+_OFF = ("", "0", "false", "off", "no")
+
+
+def replay_mode(value: str | None = None) -> str | None:
+    """``"strict"`` or None, from ``value`` or else $CONVRAG_LLM_REPLAY; read per engine, not at
+    import, because warm-started jobs import this module before their environment is applied."""
+    raw = os.environ.get(REPLAY_ENV, "") if value is None else value
+    mode = str(raw).strip().lower()
+    if mode in _OFF:
+        return None
+    if mode == "strict":
+        return "strict"
+    source = f"${REPLAY_ENV}" if value is None else "replay"
+    raise ConfigError(f"{source}={raw!r}: unknown LLM replay mode (config llm_cache.replay: false or strict)")
+
+
+def job_name(argv: Sequence[str] | None = None) -> str:
+    """The job an engine runs in: $CONVRAG_JOB, else the `convrag` stage words and output arguments
+    (``--out*``, ``--accounting``) of the command line, which is what identifies a workflow job."""
+    if os.environ.get(JOB_ENV):
+        return os.environ[JOB_ENV]
+    argv = list(sys.argv if argv is None else argv)
+    if not argv:
+        return f"pid {os.getpid()}"
+    prog = Path(argv[0]).name
+    if prog not in ("convrag", "cli.py", "__main__.py"):
+        return " ".join([prog, *argv[1:]])[:300]
+    words, rest = ["convrag"], argv[1:]
+    i = 0
+    while i < len(rest) and not rest[i].startswith("-"):
+        words.append(rest[i])
+        i += 1
+    while i < len(rest):
+        name, eq, _ = rest[i].partition("=")
+        if name.startswith("--out") or name == "--accounting":
+            if eq:
+                words.append(rest[i])
+            elif i + 1 < len(rest):
+                words += [name, rest[i + 1]]
+                i += 1
+        i += 1
+    return " ".join(words)
+
+
+def _preview(request: Request, n: int = 120) -> str:
+    last = request.messages[-1]
+    text = " ".join(str(last.get("content", "")).split())
+    return f"{last.get('role', '?')} message {text[:n]!r}" + (" (cut)" if len(text) > n else "")
+
+
 class Engine:
     """``generate(requests) -> responses`` for one registry model, with cache and accounting."""
 
     def __init__(self, spec: ModelSpec, cache: LLMCache | None = None, backend: Any = None,
-                 pool: "EnginePool | None" = None):
+                 pool: "EnginePool | None" = None, role: str | None = None, replay: str | None = None,
+                 trace: str | Path | None = None):
+        """``role`` (the name the job's accounting gives this engine) only labels traces and
+        replay errors; ``replay``/``trace`` default to $CONVRAG_LLM_REPLAY/$CONVRAG_LLM_TRACE."""
         self.spec = spec
         self.cache = cache
         self._backend = backend  # injectable for tests; otherwise built lazily
@@ -67,6 +132,11 @@ class Engine:
         self.model_id = spec.model_id()
         self.revision = spec.resolved_revision()
         self.accounting = Accounting()
+        self.role = role
+        self.replay = replay_mode(replay)
+        trace = os.environ.get(TRACE_ENV) if trace is None else trace
+        self.trace_dir = Path(trace) if trace else None
+        self._traced: set[str] = set()  # keys already in this engine's trace lines
 
     @property
     def backend_loaded(self) -> bool:
@@ -86,6 +156,32 @@ class Engine:
 
     def key(self, request: Request) -> str:
         return cache_key(self.model_id, self.revision, request)
+
+    def _trace(self, unique: dict[str, Request], hits: set[str]) -> None:
+        """Append one line per key not yet traced by this engine to ``<trace dir>/<pid>.jsonl``
+        (one file per process, so concurrent jobs never interleave; one write per call)."""
+        new = [k for k in unique if k not in self._traced]
+        if not new:
+            return
+        job = job_name()
+        lines = "".join(canonical_json({
+            "key": k, "model": self.spec.name, "model_id": self.model_id, "revision": self.revision,
+            "role": self.role, "job": job, "prompt_sha256": prompt_hash(unique[k]), "hit": k in hits}) + "\n"
+            for k in new)
+        self.trace_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.trace_dir / f"{os.getpid()}.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(lines)
+        self._traced.update(new)
+
+    def _replay_miss(self, misses: list[str], unique: dict[str, Request]) -> ReplayMissError:
+        first = misses[0]
+        where = self.cache.path if self.cache is not None else "(no cache configured)"
+        return ReplayMissError(
+            f"strict replay (llm_cache.replay: strict, ${REPLAY_ENV}): {len(misses)} of {len(unique)} requests "
+            f"are not in the LLM cache {where}; model {self.spec.name} ({self.model_id}, revision "
+            f"{self.revision}), role {self.role or 'unknown'}, job `{job_name()}`; first missing key {first}: "
+            f"{_preview(unique[first])}. Import a cache bundle that covers this target (convrag cache import) "
+            f"or run without strict replay.")
 
     def generate(self, requests: Sequence[Request], desc: str | None = None) -> list[Response]:
         """Answer ``requests`` in order (see module doc); ``desc`` turns on a tqdm bar."""
@@ -110,6 +206,10 @@ class Engine:
         acc.requests += len(requests)
         acc.unique_requests += len(unique)
         acc.cache_hits += len(results)
+        if self.trace_dir is not None:
+            self._trace(unique, set(results))
+        if misses and self.replay == "strict":
+            raise self._replay_miss(misses, unique)  # before any backend is built
 
         if misses:
             # Similar lengths share a batch: less padding. Sampling is batch-invariant, so
@@ -171,8 +271,8 @@ class EnginePool:
         self.cache = LLMCache(cache_path) if cache_path is not None else None
         self._backends: dict[str, Any] = {}
 
-    def engine(self, model: str) -> Engine:
-        return Engine(get_spec(self.registry, model), self.cache, pool=self)
+    def engine(self, model: str, role: str | None = None) -> Engine:
+        return Engine(get_spec(self.registry, model), self.cache, pool=self, role=role)
 
     def backend(self, spec: ModelSpec):
         if spec.name not in self._backends:
@@ -188,8 +288,8 @@ class EnginePool:
 
 
 def load_engine(model: str, registry_path: str | Path = DEFAULT_REGISTRY,
-                cache_path: str | Path | None = None) -> Engine:
+                cache_path: str | Path | None = None, role: str | None = None) -> Engine:
     """Engine for registry entry ``model``; ``cache_path=None`` disables the cache."""
     spec = get_spec(load_registry(registry_path), model)
     cache = LLMCache(cache_path) if cache_path is not None else None
-    return Engine(spec, cache)
+    return Engine(spec, cache, role=role)

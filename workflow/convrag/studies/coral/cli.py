@@ -41,7 +41,7 @@ def cmd_contextualise(a):
     sampling = Sampling(temperature=a.temperature, top_p=a.top_p, max_tokens=a.max_tokens, stop=("\n",))
     pool = EnginePool(a.registry, a.cache)
     try:
-        engine = pool.engine(a.model)
+        engine = pool.engine(a.model, role="contextualiser")
         tasks, report = build_conversations(trees, flows, engine, load_prompts(a.prompts),
                                             ref_to_doc={p["page_id"]: p["refs"] for p in pages},
                                             sampling=sampling, seed=a.seed, max_tries=a.tries)
@@ -81,8 +81,8 @@ def cmd_answer(a):
     prompts = load_prompts(a.prompts)
     pool = EnginePool(a.registry, a.cache)
     try:
-        reader = pool.engine(a.model)
-        summariser = pool.engine(a.summary_model) if a.summary_model else None
+        reader = pool.engine(a.model, role="reader")
+        summariser = pool.engine(a.summary_model, role="summariser") if a.summary_model else None
         records, report = answer(reader, tasks, passages, a.strategy, prompts, sampling=Sampling(**a.sampling),
                                  seed=a.seed, max_history_turns=a.max_history_turns, summary_engine=summariser)
         acc = {"reader": reader.accounting.to_dict(), "job": {"wall_seconds": round(time.time() - t0, 3)}}
@@ -114,7 +114,7 @@ def cmd_evaluate(a):
         if a.nli == "true_t5":  # the paper's NLI model (ALCE's TRUE-T5), outside the LLM registry
             judge, entail, nli_name = None, t5_entail(TRUE_T5), TRUE_T5
         else:
-            judge = pool.engine(a.nli_model)
+            judge = pool.engine(a.nli_model, role="judge")
             entail, nli_name = llm_entail(judge, load_nli_prompts(a.prompts_dir), a.nli_max_tokens), a.nli_model
         records, task_list = read_jsonl(a.answers), read_records(a.tasks, TurnTask)
         df, summary = score_answers(records, task_list, entail,
@@ -134,7 +134,7 @@ def cmd_evaluate(a):
             prompts = read_prompt_file(Path(a.prompts_dir) / PROMPT_FILE, check_pairwise_prompts, "pairwise prompts")
             # the compare model, then Figure 5's other judges on the same pairs with the same prompt
             for j in [a.compare_model, *a.judges]:
-                comparer = pool.engine(j)
+                comparer = pool.engine(j, role="pairwise_judge" if j == a.compare_model else f"pairwise_judge:{j}")
                 outcomes, pair_verdicts, counts = compare(records, questions, goldens, comparer, prompts,
                                                           a.compare_max_tokens)
                 if j == a.compare_model:
@@ -227,7 +227,7 @@ def cmd_llm4cs_retrieve(a):
     sampling = Sampling(temperature=a.temperature, top_p=a.top_p, max_tokens=a.max_tokens, stop=("\n",))
     pool = EnginePool(a.registry, a.cache)
     try:
-        engine = pool.engine(a.model)
+        engine = pool.engine(a.model, role="rewriter")
         with open(a.prompts, encoding="utf-8") as fh:
             prompts = yaml.safe_load(fh)
         rewrites, fallbacks = llm4cs_rewrites(engine, tasks, prompts, a.n, sampling, a.seed)

@@ -81,11 +81,13 @@ def cmd_simulate(a):
         if any(labelling) and not all(labelling):
             raise ConfigError("simulate: give --classifier-model/--classifier-prompts and --judge-model/--judge-prompts "
                               "together (or none of them: the conversations are then not labelled)")
-        roles = {"assistant": pool.engine(a.model), "user_simulator": pool.engine(a.user_model)}
+        roles = {"assistant": pool.engine(a.model, role="assistant"),
+                 "user_simulator": pool.engine(a.user_model, role="user_simulator")}
         if all(labelling):
-            roles.update(classifier=pool.engine(a.classifier_model), judge=pool.engine(a.judge_model))
+            roles.update(classifier=pool.engine(a.classifier_model, role="classifier"),
+                         judge=pool.engine(a.judge_model, role="judge"))
         if caps.uses_llm:
-            roles["retriever"] = pool.engine(a.retriever_llm or a.model)
+            roles["retriever"] = pool.engine(a.retriever_llm or a.model, role="retriever")
         retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=roles.get("retriever"))
         runner = ConversationRunner(
             cells=a.cells, retriever=retriever, retriever_name=a.retriever_name, capabilities=caps,

@@ -27,7 +27,7 @@ def _score_and_write(items, a, setting: dict, extra=None):
     t0 = time.time()
     pool = EnginePool(a.registry, a.cache)
     try:
-        engine = pool.engine(a.judge_model)
+        engine = pool.engine(a.judge_model, role="judge")
         df, verdicts, counts = score_items(items, engine, a.prompts_dir, a.judges, a.max_tokens,
                                            bertscore_config(a.bertscore))
         df = df.assign(**setting, judge_model=a.judge_model)

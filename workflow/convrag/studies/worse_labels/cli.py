@@ -63,7 +63,7 @@ def cmd_expand(a):
     tasks = _tasks(a.tasks, a.domain, a.answerability)
     pool = EnginePool(a.registry, a.cache)
     try:
-        engine = pool.engine(a.model)
+        engine = pool.engine(a.model, role="expander")
         records = ladder.expand(tasks, engine, ladder.load_prompts(a.prompts), kinds=a.expansions,
                                 max_tokens=a.max_tokens)
         retriever = _retriever(a)
@@ -161,7 +161,7 @@ def cmd_read(a):
     items = [{**it, "item_id": it["context_id"]} for it in _items(a.items, a.sets)]
     pool = EnginePool(a.registry, a.cache)
     try:
-        engine = pool.engine(a.model)
+        engine = pool.engine(a.model, role="reader")
         recs = readers.read(items, engine, readers.load_reader_prompts(a.prompts_dir), max_tokens=a.max_tokens,
                             label_mode=a.label_mode)
         acc = {"reader": engine.accounting.to_dict(),
@@ -185,7 +185,7 @@ def _run_judge(a, which, items, run):
     prompts = judges.load_prompts(a.prompts_dir, which=(which,))[which]
     pool = EnginePool(a.registry, a.cache)
     try:
-        engine = pool.engine(a.model)
+        engine = pool.engine(a.model, role="judge")
         verdicts = run(items, engine, prompts)
         acc = {"judge": engine.accounting.to_dict(),
                "job": {**summary(verdicts), "wall_seconds": round(time.time() - t0, 3)}}
@@ -237,7 +237,7 @@ def cmd_audit(a):
              for row in sample.itertuples()]
     pool = EnginePool(a.registry, a.cache)
     try:
-        engine = pool.engine(a.model)
+        engine = pool.engine(a.model, role="auditor")
         prompts = judges.load_prompts(a.prompts_dir, which=("audit",))["audit"]
         recs = judges.run_audit(items, engine, prompts, max_tokens=a.max_tokens)
         ids = {it["audit_id"]: it["context_id"] for it in items}
