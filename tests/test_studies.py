@@ -70,13 +70,14 @@ def test_capabilities_are_declared_once_per_kind():
 def test_study_blocks_are_optional_and_selected():
     cfg = copy.deepcopy(DEFAULT)
     validate_config(cfg, registry=REGISTRY)
-    assert cfg["studies"] == ["coral", "lic_rag", "mtrag_un", "worse_labels"]  # every study whose block is present
+    # every study whose block is present
+    assert cfg["studies"] == ["coral", "cross", "lic_rag", "mtrag_un", "worse_labels"]
     cfg = copy.deepcopy(DEFAULT)
     del cfg["lic_rag"]
     validate_config(cfg, registry=REGISTRY)
-    assert cfg["studies"] == ["coral", "mtrag_un", "worse_labels"]
+    assert cfg["studies"] == ["coral", "cross", "mtrag_un", "worse_labels"]
     cfg = copy.deepcopy(DEFAULT)
-    del cfg["lic_rag"], cfg["mtrag_un"], cfg["coral"], cfg["worse_labels"]
+    del cfg["lic_rag"], cfg["mtrag_un"], cfg["coral"], cfg["worse_labels"], cfg["cross"]
     with pytest.raises(ConfigError, match="no study to run"):
         validate_config(cfg, registry=REGISTRY)
     cfg = copy.deepcopy(DEFAULT)

@@ -307,3 +307,43 @@ def test_worse_labels_rerun_of_a_deleted_reads_file_makes_no_model_call(grid):
     assert Path(f"{base}.jsonl").read_text() == old
     acc = json.loads(Path(f"{base}.accounting.json").read_text())["reader"]
     assert acc["calls"] == 0 and acc["cache_hits"] == acc["unique_requests"] > 0 and acc["load_seconds"] == 0
+
+
+# ---- cross in the same default run ------------------------------------------------------------
+
+CR_OUT = "results/cross"
+
+
+def test_cross_builds_its_slice_with_both_deliveries(grid):
+    from convrag.records import ShardSet, TurnTask, read_records
+    from convrag.studies.cross import STUDY as CR
+    from convrag.studies.cross.plan import answer_jobs
+
+    for name, t in CR.all_targets().items():
+        for ext in (("csv", "md") if t.kind == "table" else ("png", "pdf", "csv", "md")):
+            f = grid / CR_OUT / ("tables" if t.kind == "table" else "figures") / f"{name}.{ext}"
+            assert f.exists() and f.stat().st_size > 0, f
+    planned = pd.read_csv(grid / CR_OUT / "tables/plan.csv")
+    assert len(planned) == 24 and planned["planned"].sum() == len(answer_jobs(CONFIG)) == 16
+    long = pd.read_csv(grid / CR_OUT / "tables/results_long.csv")
+    assert set(long["benchmark"]) == {"mini_mtrag", "mini_recor", "miniworld"}
+    assert set(long[long["delivery"] == "sharded"]["benchmark"]) == {"miniworld"}
+    assert set(long[long["benchmark"] == "mini_mtrag"]["metric"]) >= {"R@5", "nDCG@5", "f1", "rougeL", "correct",
+                                                                      "sufficient"}
+    assert "rougeL" not in set(long[long["benchmark"] == "mini_recor"]["metric"])
+    # every multi-hop cell scores each of the 3 questions once (the final turn of a sharded one)
+    mh = long[long["benchmark"] == "miniworld"]
+    assert (mh[mh["metric"].isin(["f1", "answered", "R@5"])]["n"] == 3).all()
+    tasks = read_records(grid / CR_OUT / "tasks/miniworld.jsonl", TurnTask)
+    shards = read_records(grid / CR_OUT / "shards/miniworld/shards.jsonl", ShardSet)
+    sharded = _read_jsonl(grid / CR_OUT / "answers/miniworld/bm25/current/smollm2-135m/sharded.jsonl")
+    assert len(sharded) == sum(len(t.labels["shards"]) for t in tasks) and sum(r["final"] for r in sharded) == 3
+    # same settings as lic_rag's sharding: the same shard sets (the LLM cache answers the second job)
+    lic = read_records(grid / OUT / "shards/miniworld/shards.jsonl", ShardSet)
+    assert [s.to_dict() for s in shards] == [s.to_dict() for s in lic]
+    qvc = pd.read_csv(grid / CR_OUT / "tables/qrels_vs_content.csv")
+    assert len(qvc) == 3 * 2 and (qvc["contexts"] > 0).all()
+    assert (qvc["no_gold"] + qvc["n_gold"] + qvc["n_unlabelled"] == qvc["contexts"]).all()
+    acc = pd.read_csv(grid / CR_OUT / "tables/accounting.csv")
+    assert set(acc["job"]) == {"shards/miniworld/accounting", "scores/mini_mtrag", "scores/mini_recor",
+                               "scores/miniworld"}

@@ -1,0 +1,142 @@
+"""The cross grid's tables and figures (captions in ``workflow/report/cross/``).
+
+* ``results_long``: one row per (benchmark, retriever, policy, reader, delivery, metric): the
+  mean over the cell's items with a 95% percentile interval resampling whole conversations, the
+  items scored and those without a score (an unreadable judge reply: counted, not guessed).
+* ``heatmaps``: one heatmap per metric, benchmark x retriever, each cell the mean over the
+  readers and query policies of its cell means under one delivery (``cross.heatmap_delivery``).
+* ``qrels_vs_content``: per benchmark and retriever, how often "no qrels-relevant document among
+  the shown passages" is right that the passages are insufficient (the content label's "no"):
+  the precision of the qrels-derived label, with its interval, as worse_labels' Figure 2b
+  measures it on RECOR.
+* ``plan``: every cell of the configured grid, planned or not, with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from convrag.studies.base import Target
+
+CELL = ["benchmark", "retriever", "policy", "reader", "delivery"]
+LONG_COLUMNS = [*CELL, "kind", "metric", "mean", "ci_low", "ci_high", "n", "n_missing", "conversations"]
+QVC_COLUMNS = ["benchmark", "retriever", "contexts", "n_unlabelled", "no_gold", "share_no_gold", "precision",
+               "precision_ci_low", "precision_ci_high", "yes_share_no_gold", "partial_share_no_gold",
+               "precision_gold", "n_gold"]
+
+
+def _read(paths) -> pd.DataFrame:
+    frames = [pd.read_parquet(p) for p in paths]
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def results_long(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
+    """Cell means with conversation-cluster bootstrap intervals (NaN values counted, not used)."""
+    from convrag.stats.bootstrap import cluster_bootstrap_ci
+
+    if scores.empty:
+        return pd.DataFrame(columns=LONG_COLUMNS)
+    rows = []
+    for key, g in scores.groupby([*CELL, "kind", "metric"], sort=False):
+        ok = g[g["value"].notna()]
+        row = dict(zip([*CELL, "kind", "metric"], key))
+        row.update(n=int(len(ok)), n_missing=int(len(g) - len(ok)), conversations=int(ok["conversation_id"].nunique()))
+        if len(ok):
+            ci = cluster_bootstrap_ci(ok["value"].to_numpy(float), ok["conversation_id"].astype(str).tolist(),
+                                      n_resamples=boot["n_resamples"], seed=boot["seed"])
+            row.update(mean=ci["mean"], ci_low=ci["ci_low"], ci_high=ci["ci_high"])
+        else:
+            row.update(mean=math.nan, ci_low=math.nan, ci_high=math.nan)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=LONG_COLUMNS)
+
+
+def heatmap_frame(long: pd.DataFrame, delivery: str) -> pd.DataFrame:
+    """benchmark x retriever x metric: the mean over readers and policies of the cell means."""
+    cols = ["metric", "benchmark", "retriever", "value", "cells"]
+    d = long[(long["delivery"] == delivery) & long["mean"].notna()] if not long.empty else long
+    if d.empty:
+        return pd.DataFrame(columns=cols)
+    out = d.groupby(["metric", "benchmark", "retriever"], sort=False)["mean"].agg(["mean", "size"]).reset_index()
+    return out.rename(columns={"mean": "value", "size": "cells"})[cols]
+
+
+def plot_heatmaps(df: pd.DataFrame, stem) -> None:
+    from convrag.report.figures import _figure, empty_figure, save_figure
+
+    if df.empty:
+        save_figure(empty_figure("no scored cell under this delivery"), stem)
+        return
+    metrics = list(dict.fromkeys(df["metric"]))
+    fig = _figure(figsize=(4.2 * len(metrics), 0.5 * df["benchmark"].nunique() + 2.2), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(metrics), squeeze=False)[0])
+    for ax, m in zip(axes, metrics):
+        p = df[df["metric"] == m].pivot(index="benchmark", columns="retriever", values="value")
+        im = ax.imshow(p.to_numpy(float), cmap="viridis", aspect="auto", vmin=np.nanmin(p.to_numpy(float)),
+                       vmax=np.nanmax(p.to_numpy(float)))
+        ax.set_xticks(range(p.shape[1]), list(p.columns), rotation=45, ha="right")
+        ax.set_yticks(range(p.shape[0]), list(p.index))
+        for (i, j), v in np.ndenumerate(p.to_numpy(float)):
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="white", fontsize=8)
+        ax.set_title(m)
+        fig.colorbar(im, ax=ax, shrink=0.8)
+    save_figure(fig, stem)
+
+
+def qrels_vs_content(contexts: pd.DataFrame, partial_insufficient: bool, boot: dict) -> pd.DataFrame:
+    """Per benchmark and retriever: precision of "no gold among the shown passages" as a detector
+    of insufficiency (the content label's "no"; "partial" too when ``partial_insufficient``),
+    the share of no-gold contexts the label calls sufficient ("yes" / "partial"), and the
+    precision of "gold among them" as a sign of sufficiency."""
+    from convrag.stats.detection import detector_report, insufficient_from_labels
+
+    if contexts.empty:
+        return pd.DataFrame(columns=QVC_COLUMNS)
+    rows = []
+    for (b, r), g in contexts.groupby(["benchmark", "retriever"], sort=False):
+        labelled = g[g["label"].notna()]
+        ng = labelled["no_gold"].to_numpy(bool)
+        lab = labelled["label"].tolist()
+        ins = insufficient_from_labels(lab, partial_insufficient=partial_insufficient)
+        row = {"benchmark": b, "retriever": r, "contexts": int(len(g)), "n_unlabelled": int(len(g) - len(labelled)),
+               "no_gold": int(ng.sum()), "share_no_gold": float(ng.mean()) if ng.size else math.nan,
+               "yes_share_no_gold": float(np.mean([x == "yes" for x, n in zip(lab, ng) if n])) if ng.any() else math.nan,
+               "partial_share_no_gold": (float(np.mean([x == "partial" for x, n in zip(lab, ng) if n]))
+                                         if ng.any() else math.nan),
+               "n_gold": int((~ng).sum()),
+               "precision_gold": float(np.mean(ins[~ng] == 0)) if (~ng).any() else math.nan,
+               "precision": math.nan, "precision_ci_low": math.nan, "precision_ci_high": math.nan}
+        if ng.any():
+            rep = detector_report(ng, lab, partial_insufficient=partial_insufficient,
+                                  clusters=labelled["conversation_id"].astype(str).tolist(),
+                                  n_resamples=boot["n_resamples"], seed=boot["seed"])
+            p = rep["precision"]
+            row.update(precision=p["estimate"], precision_ci_low=p["ci_low"], precision_ci_high=p["ci_high"])
+        rows.append(row)
+    return pd.DataFrame(rows, columns=QVC_COLUMNS)
+
+
+def _plan(grid: dict) -> pd.DataFrame:
+    from convrag.studies.cross.plan import grid_cells
+
+    return pd.DataFrame(grid_cells(grid))
+
+
+def _long(inputs, ctx):
+    return results_long(_read(inputs["scores"]), ctx["boot"])
+
+
+TARGETS = {t.name: t for t in [
+    Target("results_long", "table", _long, inputs=("scores",)),
+    Target("heatmaps", "figure", lambda i, c: heatmap_frame(_long(i, c), c["heatmap_delivery"]), plot_heatmaps,
+           inputs=("scores",)),
+    Target("qrels_vs_content", "table",
+           lambda i, c: qrels_vs_content(_read(i["contexts"]), c["partial_insufficient"], c["boot"]),
+           inputs=("contexts",)),
+    Target("plan", "table", lambda i, c: _plan(c["grid"]), inputs=()),
+]}
