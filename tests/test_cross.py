@@ -190,6 +190,9 @@ def test_plan_shards_only_multihop_and_gives_closed_book_one_policy():
     off = cells[~cells.planned]
     assert set(off["benchmark"]) == {"t"} and set(off["delivery"]) == {"sharded"}
     assert off["reason"].str.contains("only the multi-hop datasets").all()
+    cells = pd.DataFrame(plan.grid_cells({**g, "benchmark_policies": {"t": ["current"]}}))
+    off = cells[~cells.planned & (cells.delivery == "recorded")]
+    assert list(off["policy"]) == ["history"] and "cross.benchmark_policies.t: current" in off["reason"].iloc[0]
 
 
 def test_default_slice_and_its_errors(tmp_path):
@@ -213,7 +216,9 @@ def test_default_slice_and_its_errors(tmp_path):
 
 def test_the_paper_grid_plans_with_fewer_than_20000_jobs():
     cfg = load_config(REPO_ROOT / "config" / "studies" / "cross.yaml")
-    assert len(plan.answer_jobs(cfg)) == 4 * 33 * 3 + 5 * 33 * 3 * 2  # 1,386 answer cells
+    # (4 TurnTask benchmarks, recorded) + (5 multi-hop sets, 2 deliveries), 33 retriever-policy pairs, 3
+    # readers; RECOR ships no rewrite: its 8 rewrite cells per reader are left out
+    assert len(plan.answer_jobs(cfg)) == 4 * 33 * 3 + 5 * 33 * 3 * 2 - 8 * 3
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", "config/studies/cross.yaml",
                            "--directory", str(REPO_ROOT)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

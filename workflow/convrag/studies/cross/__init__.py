@@ -45,6 +45,10 @@ class Cross(Study):
         check_names(source, "cross.retrievers", c["retrievers"], config["retrievers"])
         check_names(source, "cross.policies", c["policies"], [p for p in POLICIES if p != "none"])
         check_names(source, "cross.readers", c["readers"], registry)
+        for b, pols in c["benchmark_policies"].items():
+            if b not in c["benchmarks"] and b not in c["multihop"] and b not in config.get("benchmarks", {}):
+                raise unknown_name(source, "cross.benchmark_policies", b, [*c["benchmarks"], *c["multihop"]])
+            check_names(source, f"cross.benchmark_policies.{b}", pols, c["policies"])
         check_metric_names(c["measures"], "cross.measures", kind="retrieval")
         check_metric_names(c["answer_metrics"], "cross.answer_metrics", kind="answer")
         for b, names in c["benchmark_metrics"].items():

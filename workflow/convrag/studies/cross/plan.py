@@ -46,7 +46,8 @@ def grid(config: dict) -> dict:
     c = config["cross"]
     return {"benchmarks": list(c["benchmarks"]), "multihop": list(c["multihop"]),
             "retrievers": {r: is_closed_book(config, r) for r in c["retrievers"]}, "policies": list(c["policies"]),
-            "readers": list(c["readers"]), "delivery": list(c["delivery"])}
+            "readers": list(c["readers"]), "delivery": list(c["delivery"]),
+            "benchmark_policies": {b: list(p) for b, p in c["benchmark_policies"].items()}}
 
 
 def grid_cells(g: dict) -> list[dict]:
@@ -60,9 +61,13 @@ def grid_cells(g: dict) -> list[dict]:
                     for d in g["delivery"]:
                         cell = dict(benchmark=b, retriever=r, policy=p, reader=m, delivery=d,
                                     kind="multihop" if multihop else "turns", planned=True, reason="")
+                        own = g.get("benchmark_policies", {}).get(b)
                         if d == "sharded" and not multihop:
                             cell.update(planned=False, reason="sharded delivery needs shards: only the multi-hop "
                                                               "datasets (cross.multihop) are sharded")
+                        elif own is not None and p != "none" and p not in own:
+                            cell.update(planned=False, reason=f"not among the benchmark's policies "
+                                                              f"(cross.benchmark_policies.{b}: {', '.join(own)})")
                         out.append(cell)
     return out
 

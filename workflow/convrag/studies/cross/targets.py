@@ -66,23 +66,31 @@ def heatmap_frame(long: pd.DataFrame, delivery: str) -> pd.DataFrame:
 
 
 def plot_heatmaps(df: pd.DataFrame, stem) -> None:
+    """One panel per metric, three to a row; a [0, 1] colour scale when the metric's values lie in it."""
     from convrag.report.figures import _figure, empty_figure, save_figure
 
     if df.empty:
         save_figure(empty_figure("no scored cell under this delivery"), stem)
         return
     metrics = list(dict.fromkeys(df["metric"]))
-    fig = _figure(figsize=(4.2 * len(metrics), 0.5 * df["benchmark"].nunique() + 2.2), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(1, len(metrics), squeeze=False)[0])
+    ncol = min(3, len(metrics))
+    nrow = -(-len(metrics) // ncol)
+    nb, nr = df["benchmark"].nunique(), df["retriever"].nunique()
+    fig = _figure(figsize=(ncol * (1.6 + 0.7 * nr + 1.2), nrow * (1.4 + 0.45 * nb)), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False).ravel())
+    for ax in axes[len(metrics):]:
+        ax.set_visible(False)
     for ax, m in zip(axes, metrics):
         p = df[df["metric"] == m].pivot(index="benchmark", columns="retriever", values="value")
-        im = ax.imshow(p.to_numpy(float), cmap="viridis", aspect="auto", vmin=np.nanmin(p.to_numpy(float)),
-                       vmax=np.nanmax(p.to_numpy(float)))
+        v = p.to_numpy(float)
+        lo, hi = (0.0, 1.0) if np.nanmin(v) >= 0 and np.nanmax(v) <= 1 else (np.nanmin(v), np.nanmax(v))
+        im = ax.imshow(v, cmap="viridis", aspect="auto", vmin=lo, vmax=hi)
         ax.set_xticks(range(p.shape[1]), list(p.columns), rotation=45, ha="right")
         ax.set_yticks(range(p.shape[0]), list(p.index))
-        for (i, j), v in np.ndenumerate(p.to_numpy(float)):
-            if np.isfinite(v):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", color="white", fontsize=8)
+        for (i, j), x in np.ndenumerate(v):
+            if np.isfinite(x):
+                dark = (x - lo) / ((hi - lo) or 1.0) < 0.6
+                ax.text(j, i, f"{x:.2f}", ha="center", va="center", fontsize=8, color="white" if dark else "black")
         ax.set_title(m)
         fig.colorbar(im, ax=ax, shrink=0.8)
     save_figure(fig, stem)
