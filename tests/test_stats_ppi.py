@@ -234,3 +234,84 @@ def test_table_errors():
         ppi_table(pd.concat([df, other]), "system", "judge", "human", pairs="all")
     with pytest.raises(ConfigError, match="pairs must be"):
         ppi_table(df, "system", "judge", "human", pairs="some")
+
+
+# ---- stratified PPI ------------------------------------------------------------------------------
+
+# Two strata; A: 6 judged items, the first 3 labelled; B: 4 judged items, the first 2 labelled.
+STRATA = {"A": ([1, 1, 0, 1, 0, 1], [1, 1, 0], [1, 0, 0]), "B": ([0, 0, 1, 0], [0, 0], [1, 0])}
+
+
+def test_stratified_hand_example():
+    from convrag.stats.ppi import StratifiedPPIResult, ppi_mean_stratified
+
+    # A: judge mean 4/6 = 2/3; residual Y - f = [0, -1, 0]: mean -1/3, s^2 = (1/9 + 4/9 + 1/9) / 2 = 1/3;
+    #    Y = [1, 0, 0]: mean 1/3, s^2 = 1/3. estimate 2/3 - 1/3 = 1/3; se^2 = (1/3)/6 + (1/3 - 1/6)(1/3) = 1/9.
+    # B: judge mean 1/4; residual [1, 0]: mean 1/2, s^2 = 1/2; Y = [1, 0]: mean 1/2, s^2 = 1/2.
+    #    estimate 1/4 + 1/2 = 3/4; se^2 = (1/2)/4 + (1/2 - 1/4)(1/2) = 1/4.
+    # weights N_h/N = 6/10, 4/10: estimate 0.6/3 + 0.4 * 3/4 = 0.5; se^2 = 0.36/9 + 0.16/4 = 0.08.
+    # judge: mean 5/10 = 0.5; s^2(f_A) = (4 * 1/9 + 2 * 4/9)/5 = 4/15, s^2(f_B) = (3/16 + 9/16)/3 = 1/4
+    #   -> var 0.36 * (4/15)/6 + 0.16 * (1/4)/4 = 0.016 + 0.01 = 0.026.
+    # human only: 0.6 * 1/3 + 0.4 * 1/2 = 0.4; var 0.36 * (1/3)/3 + 0.16 * (1/2)/2 = 0.08.
+    r = ppi_mean_stratified(STRATA)
+    assert isinstance(r, StratifiedPPIResult)
+    assert r.estimate == pytest.approx(0.5) and r.se == pytest.approx(math.sqrt(0.08))
+    assert (r.low, r.high) == pytest.approx((0.5 - Z95 * math.sqrt(0.08), 0.5 + Z95 * math.sqrt(0.08)))
+    assert r.judge_mean == pytest.approx(0.5)
+    assert (r.judge_low, r.judge_high) == pytest.approx((0.5 - Z95 * math.sqrt(0.026), 0.5 + Z95 * math.sqrt(0.026)))
+    assert r.human_mean == pytest.approx(0.4)
+    assert (r.human_low, r.human_high) == pytest.approx((0.4 - Z95 * math.sqrt(0.08), 0.4 + Z95 * math.sqrt(0.08)))
+    assert (r.n_labelled, r.n_all, r.lam) == (5, 10, 1.0)
+    assert r.weights == pytest.approx((0.6, 0.4)) and r.names == ("A", "B")
+    assert [s.estimate for s in r.strata] == pytest.approx([1 / 3, 3 / 4])
+    # a single stratum is plain PPI; an empty stratum is left out; a sequence names strata by position
+    one = ppi_mean_stratified({"A": STRATA["A"], "empty": ([], [], [])})
+    assert one.estimate == pytest.approx(ppi_mean(*STRATA["A"]).estimate) and one.names == ("A",)
+    assert one.se == pytest.approx(math.sqrt(1 / 9))
+    assert ppi_mean_stratified(list(STRATA.values())).names == (0, 1)
+    # tuned: each stratum its own lam; the combined lam is NaN when they differ
+    t = ppi_mean_stratified(STRATA, tuned=True)
+    assert [s.lam for s in t.strata] == pytest.approx([0.5, 0.0]) and math.isnan(t.lam)
+
+
+def test_stratified_errors():
+    from convrag.stats.ppi import ppi_mean_stratified
+
+    with pytest.raises(DataError, match="stratum 'B'.*only 1 labelled"):
+        ppi_mean_stratified({"A": STRATA["A"], "B": ([0, 1], [0], [1])})
+    with pytest.raises(DataError, match="stratum 'B'.*no labelled items"):
+        ppi_mean_stratified({"A": STRATA["A"], "B": ([0, 1], [], [])})
+    with pytest.raises(DataError, match="no stratum has any item"):
+        ppi_mean_stratified({"A": ([], [], [])})
+    with pytest.raises(DataError, match="stratum 'A' must be"):
+        ppi_mean_stratified({"A": ([1, 0],)})
+
+
+def test_stratified_coverage_where_pooled_ppi_fails():
+    """Disproportionate strata (40 labelled of 2000, 40 of 500, 40 of 500) with a judge biased
+    only in the big stratum: stratified PPI covers the population mean about 95% of the time; one
+    PPI over the pooled labelled items (each stratum's residual weighted 1/3 instead of N_h/N) is
+    biased by about 0.1 and covers far less, so this check can fail."""
+    from convrag.stats.ppi import ppi_mean_stratified
+
+    rng = np.random.default_rng(7)
+    sizes, n_lab, p_true = (2000, 500, 500), 40, (0.2, 0.7, 0.9)
+    flip_up = (0.4, 0.05, 0.05)  # P(judge says 1 | human 0) per stratum: the big stratum's judge is lenient
+    truth = sum(n * p for n, p in zip(sizes, p_true)) / sum(sizes)
+    reps, cover, cover_pooled, est = 400, 0, 0, []
+    for _ in range(reps):
+        strata, pooled_f, pooled_fl, pooled_y = {}, [], [], []
+        for h, (n_h, p, up) in enumerate(zip(sizes, p_true, flip_up)):
+            y = (rng.random(n_h) < p).astype(float)
+            f = np.where(y == 1, (rng.random(n_h) < 0.9), (rng.random(n_h) < up)).astype(float)
+            lab = rng.choice(n_h, n_lab, replace=False)
+            strata[h] = (f, f[lab], y[lab])
+            pooled_f.append(f), pooled_fl.append(f[lab]), pooled_y.append(y[lab])
+        r = ppi_mean_stratified(strata)
+        est.append(r.estimate)
+        cover += r.low <= truth <= r.high
+        p = ppi_mean(np.concatenate(pooled_f), np.concatenate(pooled_fl), np.concatenate(pooled_y))
+        cover_pooled += p.low <= truth <= p.high
+    assert 0.92 <= cover / reps <= 0.98, cover / reps
+    assert np.mean(est) == pytest.approx(truth, abs=0.005)
+    assert cover_pooled / reps < 0.6, cover_pooled / reps

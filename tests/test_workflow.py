@@ -172,8 +172,8 @@ def test_mtrag_un_builds_every_target_but_the_human_correlation(grid):
     for name, t in MTRAG.all_targets().items():
         kind = "tables" if t.kind == "table" else "figures"
         exists = (grid / MT_OUT / kind / f"{name}.csv").exists()
-        # figure5 needs MTRAG's human evaluations, which the offline default cannot have
-        assert exists == (name != "figure5_judge_human"), name
+        # figure5 and judge_corrected need MTRAG's human evaluations, which the offline default cannot have
+        assert exists == (name not in ("figure5_judge_human", "judge_corrected")), name
     stats = pd.read_csv(grid / MT_OUT / "tables/table1_corpus_statistics.csv").set_index("domain")
     assert (stats.conversations == 1).all() and (stats.tasks == 7).all() and (stats.tasks_with_qrels == 5).all()
     t2 = pd.read_csv(grid / MT_OUT / "tables/table2_retrieval.csv")
@@ -291,6 +291,10 @@ def test_worse_labels_builds_every_target_with_both_label_classes(grid):
         ng = ret[(ret["set"] == rung) & ret["no_gold"]]
         want = (ng["world_label"] == "no").mean() if len(ng) else float("nan")
         assert row["precision"] == pytest.approx(want, nan_ok=True), rung
+    # no audit in the default: judge_corrected has one row per rung, no estimate, and says why
+    jc = pd.read_csv(grid / WL_OUT / "tables/judge_corrected.csv")
+    assert list(jc["system"]) == ladder and jc["estimate"].isna().all()
+    assert jc["reason"].str.contains("worse_labels.judges.audit.model").all()
     t3 = pd.read_csv(grid / WL_OUT / "tables/table3_mtrag.csv")
     assert list(t3["rung"]) == list(wl["slices"]["mtrag"]["ladder"]) and t3["auroc_qrels"].notna().any()
     reads = _read_jsonl(grid / WL_OUT / "reads/recor/smollm2-135m.jsonl")

@@ -37,6 +37,22 @@ picked for being hard or disputed breaks the unbiasedness); judge and human scor
 scale (the residual is their difference; rescale first, e.g. 1-4 to 0-1); items are independent
 (turns of one dialogue are not: the interval is then too narrow, as for any item-level interval).
 
+**Stratified labelling** (``ppi_mean_stratified``). When the labelled items are drawn per stratum
+(e.g. the worse_labels audit: n_h contexts of each retriever and qrels class, not in proportion to
+the stratum's size), the labelled set is not a uniform sample of all items and one pooled PPI is
+biased. Within a stratum it is uniform, so PPI per stratum is valid, and the strata combine with
+the weights of their sizes, w_h = N_h / N (N_h: judged items of stratum h):
+
+    estimate = sum_h w_h * estimate_h
+    se^2     = sum_h w_h^2 * se_h^2
+
+(the stratified estimator, Cochran 1977 ch. 5, with each stratum's PPI in place of its mean; the
+strata are sampled independently, so their variances add). The judge-only and human-only means
+are stratified the same way (judge: sum w_h mean_h(f), equal to the plain mean over all N items;
+human-only: sum w_h mean_n_h(Y) with se^2 = sum w_h^2 s_h^2(Y) / n_h). With ``tuned=True`` each
+stratum gets its own lam (the variance is a sum over strata, so per-stratum minimisation is the
+joint one). Every stratum needs at least 2 labelled items.
+
 **Why not the ``ppi-python`` package (import ``ppi_py``).** Checked (0.2.3, which installs here):
 its interval is the disjoint-sets one (lam^2 s^2(f)/N + s^2(Y - lam f)/n, ddof=0). Given all items
 as its "unlabelled" set it leaves out the covariance term above: in a simulation with n/N = 1/4
@@ -59,7 +75,8 @@ from scipy import stats
 
 from convrag.errors import ConfigError, DataError
 
-__all__ = ["PPIResult", "TABLE_COLUMNS", "ppi_mean", "ppi_mean_difference", "ppi_table"]
+__all__ = ["PPIResult", "StratifiedPPIResult", "TABLE_COLUMNS", "ppi_mean", "ppi_mean_difference",
+           "ppi_mean_stratified", "ppi_table"]
 
 
 @dataclass(frozen=True)
@@ -145,6 +162,62 @@ def ppi_mean(judge_all, judge_labelled, human_labelled, alpha: float = 0.05, tun
         judge_mean=judge_mean, human_mean=human_mean, human_low=human_mean - z * human_se,
         human_high=human_mean + z * human_se, lam=lam, judge_low=judge_mean - z * judge_se,
         judge_high=judge_mean + z * judge_se,
+    )
+
+
+@dataclass(frozen=True)
+class StratifiedPPIResult(PPIResult):
+    """``ppi_mean_stratified``'s result: the combined estimate (``lam``: the strata's common lam,
+    NaN when tuning gave them different ones), each stratum's ``PPIResult`` and weight N_h / N."""
+
+    strata: tuple = ()
+    weights: tuple = ()
+    names: tuple = ()
+
+
+def ppi_mean_stratified(strata, alpha: float = 0.05, tuned: bool = False, *,
+                        where: str = "ppi_mean_stratified") -> StratifiedPPIResult:
+    """Stratified PPI: ``ppi_mean`` within each stratum, combined with weights N_h / N.
+
+    ``strata``: a mapping ``name -> (judge_all, judge_labelled, human_labelled)`` (or a sequence of
+    such triples, named by position), each as ``ppi_mean`` takes them for that stratum alone:
+    the judge's score of every judged item of the stratum, and the judge and human scores of the
+    stratum's labelled items, a uniform sample of that stratum. A stratum with no items at all
+    (both empty) is left out; any other stratum needs at least 2 labelled items (a DataError
+    naming it). See the module docstring for the formulas.
+    """
+    z = _z(alpha, where)
+    named = list(strata.items()) if hasattr(strata, "items") else list(enumerate(strata))
+    parts = []
+    for name, triple in named:
+        try:
+            f_all, f_lab, y_lab = triple
+        except (TypeError, ValueError):
+            raise DataError(f"{where}: stratum {name!r} must be (judge_all, judge_labelled, human_labelled)") from None
+        sw = f"{where}: stratum {name!r}"
+        f_all, f_lab, y_lab = _scores(f_all, "judge_all", sw), _scores(f_lab, "judge_labelled", sw), \
+            _scores(y_lab, "human_labelled", sw)
+        if f_all.size == 0 and y_lab.size == 0:
+            continue
+        parts.append((name, f_all, y_lab, ppi_mean(f_all, f_lab, y_lab, alpha, tuned, where=sw)))
+    if not parts:
+        raise DataError(f"{where}: no stratum has any item")
+    n_all = sum(r.n_all for *_, r in parts)
+    w = np.array([r.n_all / n_all for *_, r in parts])
+    est = float(np.dot(w, [r.estimate for *_, r in parts]))
+    se = math.sqrt(float(np.dot(w**2, [r.se**2 for *_, r in parts])))
+    judge_mean = float(np.dot(w, [r.judge_mean for *_, r in parts]))
+    judge_var = float(np.dot(w**2, [np.var(f, ddof=1) / f.size if f.size > 1 else 0.0 for _, f, _, _ in parts]))
+    human_mean = float(np.dot(w, [r.human_mean for *_, r in parts]))
+    human_se = math.sqrt(float(np.dot(w**2, [np.var(y, ddof=1) / y.size for _, _, y, _ in parts])))
+    lams = {r.lam for *_, r in parts}
+    judge_se = math.sqrt(judge_var) if n_all > 1 else math.nan
+    return StratifiedPPIResult(
+        estimate=est, low=est - z * se, high=est + z * se, se=se, n_labelled=sum(r.n_labelled for *_, r in parts),
+        n_all=n_all, judge_mean=judge_mean, human_mean=human_mean, human_low=human_mean - z * human_se,
+        human_high=human_mean + z * human_se, lam=lams.pop() if len(lams) == 1 else math.nan,
+        judge_low=judge_mean - z * judge_se, judge_high=judge_mean + z * judge_se,
+        strata=tuple(r for *_, r in parts), weights=tuple(float(x) for x in w), names=tuple(n for n, *_ in parts),
     )
 
 

@@ -65,11 +65,10 @@ def answer_args(config: dict, L: Layout, benchmark: str, retriever: str, policy:
 
 
 def answer_models(config: dict, reader: str, retriever: str, policy: str) -> list[str]:
-    from convrag.config import retriever_llm
+    """The registry models one answer job loads (reader, retriever LLM, rewriter)."""
+    from convrag.rag.retrieve import retrieve_models
 
-    c = config["cross"]
-    return [x for x in (reader, retriever_llm(config, retriever),
-                        c["rewrite"]["model"] if policy == "llm_rewrite" else None) if x]
+    return list(dict.fromkeys([reader, *retrieve_models(config, retriever, policy, config["cross"]["rewrite"])]))
 
 
 def answer_files(config: dict, L: Layout, ext: str = "jsonl", benchmark: str | None = None) -> list[str]:

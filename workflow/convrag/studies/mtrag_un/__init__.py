@@ -9,7 +9,8 @@ benchmark of TurnTasks (the mini world's MTRAG-UN-like view offline).
 
 Modules: ``plan`` (the grid), ``paths``, ``wiring`` (rule-file helpers), ``evaluate`` (the
 official scorer over responses), ``judges`` (its LLM judges), ``human`` (judge-human
-correlation), ``analyses``, ``targets``, ``cli`` (``convrag mtrag-un ...``).
+correlation), ``corrected`` (judge-corrected PPI means), ``analyses``, ``targets``, ``cli``
+(``convrag mtrag-un ...``).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class MtragUn(Study):
         return {"boot": m["bootstrap"], "domains": domains(config), "policies": m["policies"],
                 "gain_base": m["gain_base"], "standalone_measure": m["standalone_measure"],
                 "bertscore": m["evaluation"]["bertscore"], "judge_model": m["evaluation"]["judge_model"],
-                "reproduction": run}
+                "ppi": m["evaluation"]["ppi"], "reproduction": run}
 
     def outputs(self, config, layout):
         """The answers and their scores are final outputs (as lic_rag's conversations): deleting

@@ -70,6 +70,15 @@ def _judge_human(inputs, ctx):
     return figure5_table(df, metrics, n_resamples=ctx["boot"]["n_resamples"], seed=ctx["boot"]["seed"])
 
 
+def _judge_corrected(inputs, ctx):
+    """Judge mean beside the prediction-powered estimate on a seeded share of human labels."""
+    from convrag.studies.mtrag_un.corrected import judge_corrected_table
+
+    p = ctx["ppi"]
+    return judge_corrected_table(pd.read_parquet(inputs["human"]), labelled_share=p["labelled_share"], seed=p["seed"],
+                                 alpha=p["alpha"], tuned=p["tuned"])
+
+
 TARGETS = {t.name: t for t in [
     Target("table1_corpus_statistics", "table",
            lambda i, c: A.corpus_statistics(_tasks(i), dict(zip(c["domains"], i["corpora"]))),
@@ -93,5 +102,6 @@ TARGETS = {t.name: t for t in [
     Target("table5_underspecified", "table", lambda i, c: A.underspecified_responses(_gen(i)),
            inputs=("generation",)),
     Target("figure5_judge_human", "figure", _judge_human, _fig_human, inputs=("human",)),
+    Target("judge_corrected", "table", _judge_corrected, inputs=("human",)),
     reproduction_target("mtrag_un"),
 ]}

@@ -14,7 +14,8 @@ RECOR-like benchmark offline, whose planted unjudged answers give a ground-truth
 Modules: ``plan`` (the grid), ``paths``, ``wiring`` (rule-file helpers), ``ladder`` (expansions,
 min-max fusion, weight fitting), ``contexts`` (contexts, qrels labels, copies, evidence classes),
 ``readers``, ``judges`` (content, correctness, audit), ``label_quality`` and ``abstention`` (the
-analyses), ``targets``, ``cli`` (``convrag worse-labels ...``).
+analyses), ``corrected`` (judge-corrected shares), ``targets``, ``cli`` (``convrag worse-labels
+...``).
 """
 
 from __future__ import annotations

@@ -199,6 +199,13 @@ def _fig3(df, stem):
                          ylabel="AUROC of p(answerable)", ylim=(0, 1))
 
 
+def _judge_corrected(inputs, ctx):
+    from convrag.studies.worse_labels.corrected import judge_corrected
+
+    c, lab = _frames(inputs, ctx)
+    return judge_corrected(c, lab, ctx)
+
+
 TARGETS = {t.name: t for t in [
     Target("ladder_retrieval", "table", ladder_table, inputs=("contexts", "weights")),
     Target("figure2a_insufficiency", "figure", _lq("figure2a"), _fig2a, inputs=("contexts", "labels", "audit")),
@@ -215,6 +222,7 @@ TARGETS = {t.name: t for t in [
     Target("kitagawa", "table", _ab("kitagawa_table"), inputs=("contexts", "labels", "audit", "reads")),
     Target("changed_conclusions", "table", _changed, inputs=("contexts", "labels", "audit", "reads")),
     Target("table3_mtrag", "table", _table3, inputs=("contexts", "labels", "audit", "reads")),
+    Target("judge_corrected", "table", _judge_corrected, inputs=("contexts", "labels", "audit")),
     reproduction_target("worse_labels"),
 ]}
 

@@ -211,7 +211,8 @@ def context(config: dict) -> dict:
             "replication_slice": w["replication"], "primary": primary(config),
             "labellers": [*content_judges(config), *(["panel"] if j["panel"] else [])],
             "panel_members": j["panel"], "audit": bool(j["audit"]["model"]), "readers": readers(config),
-            "boot": w["bootstrap"], "partial_insufficient": w["partial_insufficient"], "top_k": w["top_k"]}
+            "boot": w["bootstrap"], "partial_insufficient": w["partial_insufficient"], "top_k": w["top_k"],
+            "audit_strata": j["audit"]["strata"], "ppi": w["ppi"]}
 
 
 __all__ = ["parts", "sets"]
