@@ -84,7 +84,7 @@ def _cell(conv, assistant, user=None):
 
 def _measured_config() -> dict:
     cfg = copy.deepcopy(yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text()))
-    cfg.pop("mtrag_un"), cfg.pop("coral"), cfg.pop("worse_labels")  # lic_rag's measurement only
+    cfg.pop("mtrag_un"), cfg.pop("coral"), cfg.pop("worse_labels"), cfg.pop("cross")  # lic_rag's measurement only
     cfg["datasets"]["miniworld"]["n_questions"] = 2  # x 1 run: 2 conversations per cell
     cfg["lic_rag"].update(retrievers=["closed_book", "bm25", "hipporag"], conditions=["FULL", "SHARDED", "RECAP"],
                           policies=["history"], top_k=2, runs=1)
@@ -132,7 +132,7 @@ def registry_path(tmp_path) -> Path:
 
 def _target_dict(tmp_path: Path, registry_path: Path, **lic) -> dict:
     cfg = copy.deepcopy(yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text()))
-    cfg.pop("mtrag_un"), cfg.pop("coral"), cfg.pop("worse_labels")  # lic_rag's sizing only
+    cfg.pop("mtrag_un"), cfg.pop("coral"), cfg.pop("worse_labels"), cfg.pop("cross")  # lic_rag's sizing only
     cfg["models_registry"] = str(registry_path)
     cfg["results_dir"] = str(tmp_path / "target")
     cfg["datasets"] = {"A": {"corpus": "miniworld", "n_questions": 10}, "B": {"corpus": "miniworld", "n_questions": 4}}
