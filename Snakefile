@@ -5,8 +5,15 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-# The embedded default, found from any working directory (`--directory`); --configfile adds to it.
-configfile: f"{workflow.basedir}/config/config.yaml"
+# A config file means what it says: the embedded default (config/config.yaml) applies only when
+# no --configfile is given; a --configfile starts from the schema's defaults (several files are
+# deep-merged in order, as Snakemake does). --config KEY=VALUE sets single values on top, typed
+# as YAML (convrag.config.typed_overrides: `--config "lic_rag={runs: 1}"` gives the integer 1).
+from convrag.config import apply_overrides
+
+if not workflow.overwrite_configfiles:
+    workflow.configfile(f"{workflow.basedir}/config/config.yaml")
+apply_overrides(config, workflow.config_settings.config)
 
 
 # Shared rules, then one rule file per active study (convrag.studies; a study runs when its

@@ -107,3 +107,73 @@ def test_study_config_validates_against_the_real_registry():
     assert len(jobs) == 5 * 10 * 9 * 3
     # cells: closed book 5 conditions; the 8 others FULL, CONCAT + 3 multi-turn x 2 policies
     assert len(simulate_cells(cfg)) == 5 * 10 * 3 * (5 + 8 * 8)
+
+
+# ---- what a config file means (Snakefile: the embedded default applies only without --configfile)
+
+
+def _dry_run(*args, cwd=REPO_ROOT):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**__import__("os").environ, "PATH": f"{Path(sys.executable).parent}:{__import__('os').environ['PATH']}"}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--snakefile", str(REPO_ROOT / "Snakefile"),
+                           "--directory", str(cwd), *args], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _job_counts(out: str) -> dict[str, int]:
+    import re
+
+    table = out[out.index("Job stats:"):]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
+
+
+def test_a_derived_config_plans_only_what_it_names(tmp_path):
+    """A config derived from the worse_labels paper config with two BM25 rungs and no MTRAG slice
+    plans those two rungs' retrieval jobs only: nothing of the embedded default (its fusion,
+    dense and hybrid rungs, its mini_mtrag slice, its other studies) is merged in."""
+    import re
+
+    cfg = yaml.safe_load((REPO_ROOT / "config" / "studies" / "worse_labels.yaml").read_text())
+    wl = cfg["worse_labels"]
+    wl["slices"] = {"recor": {"benchmark": "recor_dev",
+                              "ladder": {k: wl["slices"]["recor"]["ladder"][k] for k in ("bm25_turn", "bm25_hist")}}}
+    wl["replication"] = None
+    cfg["results_dir"] = str(tmp_path / "out")
+    (tmp_path / "two_rungs.yaml").write_text(yaml.safe_dump(cfg))
+    out = _dry_run("--configfile", str(tmp_path / "two_rungs.yaml"), cwd=tmp_path)
+    jobs = _job_counts(out)
+    assert jobs["worse_labels_retrieve"] == 2 * 11  # two rungs x RECOR's 11 domains
+    assert not {"worse_labels_expand", "worse_labels_fit", "worse_labels_fuse", "simulate", "mtrag_un_retrieve",
+                "coral_retrieve", "cross_answer"} & set(jobs), jobs
+    assert set(re.findall(r"/runs/recor/\w+/(\w+)/", out)) == {"bm25_turn", "bm25_hist"}
+    assert "mini_mtrag" not in out and "mini_recor" not in out and "/runs/mtrag/" not in out
+    # every output, log and Snakemake benchmark file under the config's results_dir
+    logs = re.findall(r"^\s+log: (\S+)", out, re.MULTILINE)
+    assert logs and all(p.startswith(str(tmp_path / "out") + "/logs/") for p in logs), logs[:3]
+
+
+def test_config_values_on_the_command_line_are_typed():
+    from convrag.config import apply_overrides, typed_overrides
+
+    # what Snakemake's parser gives for --config "lic_rag={runs: 1, top_k: 2.5, x: null}" flag=true name=yes
+    cli = {"lic_rag": {"runs": "1", "top_k": "2.5", "x": "null", "policies": ["history"]}, "flag": "true",
+           "name": "yes", "warm_start": False}
+    assert typed_overrides(cli) == {"lic_rag": {"runs": 1, "top_k": 2.5, "x": None, "policies": ["history"]},
+                                    "flag": True, "name": "yes", "warm_start": False}
+    cfg = {"lic_rag": {"runs": "1", "models": ["m"]}}
+    assert apply_overrides(cfg, {"lic_rag": {"runs": "1"}}) == {"lic_rag": {"runs": 1, "models": ["m"]}}
+    out = _dry_run("--config", "lic_rag={runs: 1}", "--quiet", "rules")
+    assert "simulate" in out
+
+
+def test_paper_and_sample_configs_write_under_their_own_results_dir():
+    dirs = {}
+    for p in sorted((REPO_ROOT / "config").glob("*/*.yaml")):
+        d = yaml.safe_load(p.read_text()).get("results_dir")
+        assert d and d.rstrip("/") != "results", f"{p}: results_dir must be its own folder, not the default's"
+        assert d not in dirs, f"{p} and {dirs.get(d)} share results_dir {d}"
+        dirs[d] = p

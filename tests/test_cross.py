@@ -202,9 +202,8 @@ def test_default_slice_and_its_errors(tmp_path):
     jobs = plan.answer_jobs(cfg)
     # (mini_mtrag, mini_recor) x 2 retrievers x 2 policies recorded + miniworld x 2 x 2 x 2 deliveries
     assert len(jobs) == 16 and sum(j["delivery"] == "sharded" for j in jobs) == 4
-    # the test slice over the embedded default, as `--configfile config/tests/cross.yaml` reads it
-    raw = {**yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text()),
-           **yaml.safe_load((REPO_ROOT / "config" / "tests" / "cross.yaml").read_text())}
+    # the test slice, as `--configfile config/tests/cross.yaml` reads it (the whole config)
+    raw = yaml.safe_load((REPO_ROOT / "config" / "tests" / "cross.yaml").read_text())
     for key, value, message in [("multihop", ["mini_recor"], "'cross.multihop': 'mini_recor' is also in cross.benchmarks"),
                                 ("retrievers", ["bm99"], "'cross.retrievers"),
                                 ("recall_k", 1, "'cross.recall_k': 1 < top_k 2")]:

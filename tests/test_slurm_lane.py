@@ -274,5 +274,5 @@ def test_failing_job_fails_the_run(tmp_path):
     for jobid in submitted["select_questions"]:  # the first try and each retry
         rec = _scontrol(jobid)
         assert rec["JobState"] == "FAILED" and rec["ExitCode"] != "0:0", rec
-    assert "n_questions" in (wd / "logs" / "select_questions" / "miniworld.log").read_text()
+    assert "n_questions" in (wd / "results" / "logs" / "select_questions" / "miniworld.log").read_text()
     assert not (wd / "results/datasets/miniworld/questions.jsonl").exists()

@@ -64,7 +64,7 @@ def test_every_target_exists(grid):
 
 def test_the_local_run_forked_its_jobs_from_the_warm_server(grid):
     """warm_start is on in the default: (nearly) every `convrag` job of the run was forked."""
-    log = (grid / "logs" / "convrag-warm.log").read_text()
+    log = (grid / "results" / "logs" / "convrag-warm.log").read_text()
     forked = [line for line in log.splitlines() if " job " in line and ": convrag " in line]
     assert len(forked) >= 150, log[-2000:]  # 170 jobs, a few before the server was ready
     assert any(": convrag lic-rag simulate" in line for line in forked)

@@ -168,9 +168,48 @@ def check_names(source: str, key: str, names, known) -> None:
             raise unknown_name(source, f"{key}[{i}]", n, known)
 
 
+def _typed(value):
+    """A ``--config`` value with its string leaves read as YAML scalars: Snakemake parses a nested
+    value (``lic_rag={runs: 1}``) with YAML's base loader, which keeps every leaf a string."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    if isinstance(value, str):
+        try:
+            v = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        if v is None or isinstance(v, (int, float)) and not isinstance(v, bool):
+            return v
+        if isinstance(v, bool) and value.strip().lower() in ("true", "false"):
+            return v  # not YAML 1.1's yes/no/on/off: those stay strings
+    return value
+
+
+def typed_overrides(cli_config) -> dict:
+    """The ``--config`` values typed (``_typed``): numbers, booleans and null as YAML reads them."""
+    return _typed({k: v for k, v in dict(cli_config or {}).items()})
+
+
+def apply_overrides(config: dict, cli_config) -> dict:
+    """Set the typed ``--config`` values in ``config`` (nested mappings merged key by key, as
+    Snakemake merges them), so that ``--config "lic_rag={runs: 1}"`` gives ``runs: 1``."""
+
+    def merge(dst: dict, src: dict) -> None:
+        for k, v in src.items():
+            if isinstance(v, dict) and isinstance(dst.get(k), dict):
+                merge(dst[k], v)
+            else:
+                dst[k] = v
+
+    merge(config, typed_overrides(cli_config))
+    return config
+
+
 def load_config(path: str | Path, registry: dict | None = None) -> dict:
-    """Read a config file over the embedded default (as ``snakemake --configfile`` does) when
-    ``path`` is not the default itself; validate and return it."""
+    """Read one config file, validate it (schema defaults fill what it leaves out) and return it:
+    the workflow reads a ``--configfile`` the same way, without the embedded default."""
     path = Path(path)
     config = read_yaml(path)
     return validate_config(config, source=str(path), registry=registry)

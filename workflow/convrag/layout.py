@@ -52,6 +52,11 @@ class Layout:
     def index_manifest(self, corpus: str, retriever: str) -> str:
         return f"{self.root}/indexes/{corpus}/{retriever}/manifest.json"
 
+    def log(self, path: str) -> str:
+        """A job's log (or Snakemake benchmark file): under the results folder, so a run with an
+        absolute ``results_dir`` writes nothing into the working directory."""
+        return f"{self.root}/logs/{path}"
+
     # ---- a study's outputs ------------------------------------------------------------
     def study(self, study: str) -> str:
         return f"{self.root}/{study}"

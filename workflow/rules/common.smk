@@ -28,6 +28,10 @@ try:
 except ConvragError as e:
     raise WorkflowError(str(e)) from None
 
+# Where every output lives (convrag.layout: the same paths the Python code uses); job logs and
+# Snakemake's benchmark files too, under <results_dir>/logs/.
+L = layout(config)
+
 # Plug-in studies: every job's `convrag` call must find them too.
 os.environ[STUDY_PATH_ENV] = os.pathsep.join(plugin_paths(config["study_plugins"]))
 STUDIES = {s.key: s for s in active_studies(config)}
@@ -50,7 +54,7 @@ WARM = RunServer(
     config["warm_start"]
     and workflow.local_exec
     and not (workflow.remote_exec or workflow.subprocess_exec),
-    log_path="logs/convrag-warm.log",
+    log_path=L.log("convrag-warm.log"),
 )
 
 
@@ -77,7 +81,6 @@ def from_repo(path):
     )
 
 
-L = layout(config)
 RES = L.root
 PROMPTS = from_repo(config["prompts_dir"])
 CACHE = L.cache

@@ -11,7 +11,7 @@ rule download_file:
     output:
         L.raw("{corpus}", "{filename}"),
     log:
-        "logs/download/{corpus}/{filename}.log",
+        L.log("download/{corpus}/{filename}.log"),
     wildcard_constraints:
         corpus=NAME,
         filename=r"[^/]+",
@@ -33,7 +33,7 @@ rule prepare_corpus:
         corpus=L.corpus("{corpus}"),
         questions=L.questions_all("{corpus}"),
     log:
-        "logs/prepare_corpus/{corpus}.log",
+        L.log("prepare_corpus/{corpus}.log"),
     wildcard_constraints:
         corpus=alternatives(list(config["corpora"])),
     conda:
@@ -54,7 +54,7 @@ rule select_questions:
     output:
         L.questions("{dataset}"),
     log:
-        "logs/select_questions/{dataset}.log",
+        L.log("select_questions/{dataset}.log"),
     wildcard_constraints:
         dataset=NAME,
     conda:
@@ -73,7 +73,7 @@ rule benchmark_tasks:
         tasks=L.benchmark_tasks("{benchmark}"),
         report=L.benchmark_report("{benchmark}"),
     log:
-        "logs/benchmark_tasks/{benchmark}.log",
+        L.log("benchmark_tasks/{benchmark}.log"),
     wildcard_constraints:
         benchmark=alternatives(config["benchmarks"]),
     conda:
@@ -94,7 +94,7 @@ rule benchmark_corpus:
     output:
         L.corpus("{corpus}"),
     log:
-        "logs/benchmark_corpus/{corpus}.log",
+        L.log("benchmark_corpus/{corpus}.log"),
     wildcard_constraints:
         corpus=alternatives(BENCHMARK_CORPORA),
     conda:

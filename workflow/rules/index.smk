@@ -11,9 +11,9 @@ rule build_graph:
         manifest=L.graph_manifest("{corpus}"),
         accounting=L.graph_accounting("{corpus}"),
     log:
-        "logs/build_graph/{corpus}.log",
+        L.log("build_graph/{corpus}.log"),
     benchmark:
-        "benchmarks/out/build_graph/{corpus}.tsv"
+        L.log("benchmarks/build_graph/{corpus}.tsv")
     wildcard_constraints:
         corpus=NAME,
     priority: 3
@@ -42,9 +42,9 @@ rule build_index:
     output:
         L.index_manifest("{corpus}", "{retriever}"),
     log:
-        "logs/build_index/{corpus}/{retriever}.log",
+        L.log("build_index/{corpus}/{retriever}.log"),
     benchmark:
-        "benchmarks/out/build_index/{corpus}/{retriever}.tsv"
+        L.log("benchmarks/build_index/{corpus}/{retriever}.tsv")
     wildcard_constraints:
         corpus=NAME,
         retriever=NAME,

@@ -21,7 +21,7 @@ rule study_table:
         ),
         md=L.table("{study}", "{target}") + ".md",
     log:
-        "logs/{study}/tables/{target}.log",
+        L.log("{study}/tables/{target}.log"),
     wildcard_constraints:
         study=alternatives(STUDIES),
         target=alternatives(target_kind_names("table")),
@@ -49,7 +49,7 @@ use rule study_table as study_figure with:
         csv=L.figure("{study}", "{target}") + ".csv",
         md=L.figure("{study}", "{target}") + ".md",
     log:
-        "logs/{study}/figures/{target}.log",
+        L.log("{study}/figures/{target}.log"),
     wildcard_constraints:
         study=alternatives(STUDIES),
         target=alternatives(target_kind_names("figure")),

@@ -30,7 +30,7 @@ rule coral_pages:
     output:
         coral_paths.pages(L, "{source}"),
     log:
-        "logs/coral/pages/{source}.log",
+        L.log("coral/pages/{source}.log"),
     wildcard_constraints:
         source=alternatives(CORAL_BUILT),
     conda:
@@ -49,7 +49,7 @@ rule coral_flows:
         flows=coral_paths.flows(L, "{source}"),
         report=coral_paths.flows(L, "{source}", "report.json"),
     log:
-        "logs/coral/flows/{source}.log",
+        L.log("coral/flows/{source}.log"),
     wildcard_constraints:
         source=alternatives(CORAL_BUILT),
     conda:
@@ -72,7 +72,7 @@ rule coral_contextualise:
         accounting=coral_paths.tasks(L, "{source}", "accounting.json"),
         report=coral_paths.tasks(L, "{source}", "report.json"),
     log:
-        "logs/coral/contextualise/{source}.log",
+        L.log("coral/contextualise/{source}.log"),
     wildcard_constraints:
         source=alternatives(CORAL_BUILT),
     conda:
@@ -108,7 +108,7 @@ rule coral_retrieve:
             L, "{source}", "{retriever}", "{policy}", "accounting.json"
         ),
     log:
-        "logs/coral/retrieve/{source}/{retriever}/{policy}.log",
+        L.log("coral/retrieve/{source}/{retriever}/{policy}.log"),
     wildcard_constraints:
         source=alternatives([coral_source(config)]),
         retriever=alternatives(CORAL["retrievers"]),
@@ -148,7 +148,7 @@ rule coral_train_session_encoder:
     output:
         directory(coral_paths.session_encoder(L, "{source}", "{encoder}")),
     log:
-        "logs/coral/train_session/{source}/{encoder}.log",
+        L.log("coral/train_session/{source}/{encoder}.log"),
     wildcard_constraints:
         source=alternatives([coral_source(config)]),
         encoder=alternatives(list(CORAL["session_encoders"])),
@@ -190,7 +190,7 @@ rule coral_session_retrieve:
             L, "{source}", "{retriever}", "session_{encoder}", "accounting.json"
         ),
     log:
-        "logs/coral/session_retrieve/{source}/{retriever}/{encoder}.log",
+        L.log("coral/session_retrieve/{source}/{retriever}/{encoder}.log"),
     wildcard_constraints:
         source=alternatives([coral_source(config)]),
         retriever=alternatives(CORAL["retrievers"]),
@@ -223,7 +223,7 @@ rule coral_llm4cs_retrieve:
             L, "{source}", "{retriever}", "llm4cs", "accounting.json"
         ),
     log:
-        "logs/coral/llm4cs/{source}/{retriever}.log",
+        L.log("coral/llm4cs/{source}/{retriever}.log"),
     wildcard_constraints:
         source=alternatives([coral_source(config)]),
         retriever=alternatives((CORAL["llm4cs"] or {"retrievers": []})["retrievers"]),
@@ -258,7 +258,7 @@ rule coral_sft:
         model=directory(coral_paths.sft(L, "{source}", "{name}")),
         report=coral_paths.sft(L, "{source}", "{name}", "report.json"),
     log:
-        "logs/coral/sft/{source}/{name}.log",
+        L.log("coral/sft/{source}/{name}.log"),
     wildcard_constraints:
         source=alternatives([coral_source(config)]),
         name=alternatives(list(CORAL["sft"] or {})),
@@ -291,7 +291,7 @@ rule score_coral_retrieval:
     output:
         coral_paths.retrieval_scores(L),
     log:
-        "logs/coral/score_retrieval.log",
+        L.log("coral/score_retrieval.log"),
     conda:
         CONDA_ENVS["cpu"]
     params:
@@ -317,7 +317,7 @@ rule coral_answer:
             L, "{source}", "{model}", "{strategy}", "accounting.json"
         ),
     log:
-        "logs/coral/answer/{source}/{model}/{strategy}.log",
+        L.log("coral/answer/{source}/{model}/{strategy}.log"),
     wildcard_constraints:
         source=alternatives([coral_source(config)]),
         model=alternatives(CORAL["generation"]["models"]),
@@ -360,7 +360,7 @@ rule coral_evaluate:
             L, "{source}", "{model}", "{strategy}", "accounting.json"
         ),
     log:
-        "logs/coral/evaluate/{source}/{model}/{strategy}.log",
+        L.log("coral/evaluate/{source}/{model}/{strategy}.log"),
     wildcard_constraints:
         source=alternatives([coral_source(config)]),
         model=alternatives(CORAL["generation"]["models"]),

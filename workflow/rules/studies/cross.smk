@@ -29,7 +29,7 @@ rule cross_shard:
         report=cross_paths.shards(L, "{dataset}", "shard_report.md"),
         accounting=cross_paths.shards(L, "{dataset}", "accounting.json"),
     log:
-        "logs/cross/shard/{dataset}.log",
+        L.log("cross/shard/{dataset}.log"),
     wildcard_constraints:
         dataset=alternatives(CROSS["multihop"] or ["-"]),
     conda:
@@ -60,7 +60,7 @@ rule cross_tasks:
         tasks=cross_paths.multihop_tasks(L, "{dataset}"),
         report=cross_paths.multihop_tasks(L, "{dataset}") + ".report.json",
     log:
-        "logs/cross/tasks/{dataset}.log",
+        L.log("cross/tasks/{dataset}.log"),
     wildcard_constraints:
         dataset=alternatives(CROSS["multihop"] or ["-"]),
     conda:
@@ -95,7 +95,7 @@ rule cross_answer:
             "accounting.json",
         ),
     log:
-        "logs/cross/answer/{benchmark}/{retriever}/{policy}/{reader}/{delivery}.log",
+        L.log("cross/answer/{benchmark}/{retriever}/{policy}/{reader}/{delivery}.log"),
     wildcard_constraints:
         benchmark=alternatives(cross_benchmarks(config)),
         retriever=alternatives(CROSS["retrievers"]),
@@ -147,7 +147,7 @@ rule cross_score:
         verdicts=cross_paths.scores(L, "{benchmark}", "verdicts.jsonl"),
         accounting=cross_paths.scores(L, "{benchmark}", "accounting.json"),
     log:
-        "logs/cross/score/{benchmark}.log",
+        L.log("cross/score/{benchmark}.log"),
     wildcard_constraints:
         benchmark=alternatives(cross_benchmarks(config)),
     conda:

@@ -39,7 +39,7 @@ rule shard_questions:
         ),
         accounting=lic_paths.shards(L, "{dataset}", "accounting.json"),
     log:
-        "logs/lic_rag/shard/{dataset}.log",
+        L.log("lic_rag/shard/{dataset}.log"),
     wildcard_constraints:
         dataset=alternatives(LIC["datasets"]),
     conda:
@@ -70,7 +70,7 @@ rule export_shard_review:
     output:
         lic_paths.shards(L, "{dataset}", "review.yaml"),
     log:
-        "logs/lic_rag/shard_review/{dataset}.log",
+        L.log("lic_rag/shard_review/{dataset}.log"),
     wildcard_constraints:
         dataset=alternatives(LIC["datasets"]),
     conda:
@@ -90,7 +90,7 @@ rule final_shards:
     output:
         lic_paths.shards(L, "{dataset}", "final.jsonl"),
     log:
-        "logs/lic_rag/final_shards/{dataset}.log",
+        L.log("lic_rag/final_shards/{dataset}.log"),
     wildcard_constraints:
         dataset=alternatives(LIC["datasets"]),
     conda:
@@ -115,9 +115,9 @@ rule simulate:
             L, "{dataset}", "{model}", "{retriever}", "{chunk}"
         ),
     log:
-        "logs/lic_rag/simulate/{dataset}/{model}/{retriever}/chunk{chunk}.log",
+        L.log("lic_rag/simulate/{dataset}/{model}/{retriever}/chunk{chunk}.log"),
     benchmark:
-        "benchmarks/out/simulate/{dataset}/{model}/{retriever}/chunk{chunk}.tsv"
+        L.log("benchmarks/simulate/{dataset}/{model}/{retriever}/chunk{chunk}.tsv")
     wildcard_constraints:
         dataset=alternatives(LIC["datasets"]),
         model=alternatives(LIC["models"]),
@@ -204,7 +204,7 @@ rule score_lic_rag:
         conversations=lic_paths.scores(L, "conversations.parquet"),
         turns=lic_paths.scores(L, "turns.parquet"),
     log:
-        "logs/lic_rag/score.log",
+        L.log("lic_rag/score.log"),
     conda:
         CONDA_ENVS["cpu"]
     params:

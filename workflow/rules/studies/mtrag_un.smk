@@ -42,7 +42,7 @@ rule mtrag_un_retrieve:
             L, "{benchmark}", "{domain}", "{retriever}", "{policy}", "accounting.json"
         ),
     log:
-        "logs/mtrag_un/retrieve/{benchmark}/{retriever}/{policy}/{domain}.log",
+        L.log("mtrag_un/retrieve/{benchmark}/{retriever}/{policy}/{domain}.log"),
     wildcard_constraints:
         benchmark=alternatives([MTRAG["benchmark"]]),
         domain=alternatives(mtrag_domains(config)),
@@ -81,7 +81,7 @@ rule score_mtrag_un_retrieval:
     output:
         mtrag_paths.retrieval_scores(L),
     log:
-        "logs/mtrag_un/score_retrieval.log",
+        L.log("mtrag_un/score_retrieval.log"),
     conda:
         CONDA_ENVS["cpu"]
     params:
@@ -110,7 +110,7 @@ rule mtrag_un_answer:
             L, "{benchmark}", "{model}", "{setting}", "{domain}", "accounting.json"
         ),
     log:
-        "logs/mtrag_un/answer/{benchmark}/{model}/{setting}/{domain}.log",
+        L.log("mtrag_un/answer/{benchmark}/{model}/{setting}/{domain}.log"),
     wildcard_constraints:
         benchmark=alternatives([MTRAG["benchmark"]]),
         model=alternatives(MTRAG["generation"]["models"] or ["-"]),
@@ -162,7 +162,7 @@ rule mtrag_un_evaluate:
             L, "{benchmark}", "{model}", "{setting}", "{domain}", "accounting.json"
         ),
     log:
-        "logs/mtrag_un/evaluate/{benchmark}/{model}/{setting}/{domain}.log",
+        L.log("mtrag_un/evaluate/{benchmark}/{model}/{setting}/{domain}.log"),
     wildcard_constraints:
         benchmark=alternatives([MTRAG["benchmark"]]),
         model=alternatives(MTRAG["generation"]["models"] or ["-"]),
@@ -194,7 +194,7 @@ rule mtrag_un_human_eval:
         verdicts=mtrag_paths.human_scores(L, "verdicts.jsonl"),
         accounting=mtrag_paths.human_scores(L, "accounting.json"),
     log:
-        "logs/mtrag_un/human_eval.log",
+        L.log("mtrag_un/human_eval.log"),
     conda:
         conda_env(models=[MTRAG["evaluation"]["judge_model"]])
     threads: config["threads"]["simulate"]

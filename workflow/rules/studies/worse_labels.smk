@@ -43,7 +43,7 @@ rule worse_labels_retrieve:
             L, "{slice}", "{part}", "{rung}", "{domain}", "accounting.json"
         ),
     log:
-        "logs/worse_labels/retrieve/{slice}/{part}/{rung}/{domain}.log",
+        L.log("worse_labels/retrieve/{slice}/{part}/{rung}/{domain}.log"),
     wildcard_constraints:
         slice=alternatives(WL_SLICES),
         part="eval|train",
@@ -85,7 +85,7 @@ rule worse_labels_expand:
             L, "{slice}", "{part}", "{rung}", "{domain}", "accounting.json"
         ),
     log:
-        "logs/worse_labels/expand/{slice}/{part}/{rung}/{domain}.log",
+        L.log("worse_labels/expand/{slice}/{part}/{rung}/{domain}.log"),
     wildcard_constraints:
         slice=alternatives(WL_SLICES),
         part="eval|train",
@@ -123,7 +123,7 @@ rule worse_labels_fit:
     output:
         wl_paths.weights(L, "{slice}", "{rung}"),
     log:
-        "logs/worse_labels/fit/{slice}/{rung}.log",
+        L.log("worse_labels/fit/{slice}/{rung}.log"),
     wildcard_constraints:
         slice=alternatives(WL_SLICES),
         rung=alternatives(wl_wiring.rung_names(config, ("expansion", "fuse"))),
@@ -148,7 +148,7 @@ rule worse_labels_fuse:
             L, "{slice}", "{part}", "{rung}", "{domain}", "accounting.json"
         ),
     log:
-        "logs/worse_labels/fuse/{slice}/{part}/{rung}/{domain}.log",
+        L.log("worse_labels/fuse/{slice}/{part}/{rung}/{domain}.log"),
     wildcard_constraints:
         slice=alternatives(WL_SLICES),
         part="eval|train",
@@ -173,7 +173,7 @@ rule worse_labels_contexts:
         contexts=wl_paths.contexts(L, "{slice}"),
         ctx_items=wl_paths.contexts(L, "{slice}", "items.jsonl"),
     log:
-        "logs/worse_labels/contexts/{slice}.log",
+        L.log("worse_labels/contexts/{slice}.log"),
     wildcard_constraints:
         slice=alternatives(WL_SLICES),
     conda:
@@ -193,7 +193,7 @@ rule worse_labels_read:
         reads=wl_paths.reads(L, "{slice}", "{reader}"),
         accounting=wl_paths.reads(L, "{slice}", "{reader}", "accounting.json"),
     log:
-        "logs/worse_labels/read/{slice}/{reader}.log",
+        L.log("worse_labels/read/{slice}/{reader}.log"),
     wildcard_constraints:
         slice=alternatives(WL_SLICES),
         reader=alternatives(WL_READERS),
@@ -226,7 +226,7 @@ rule worse_labels_label:
         labels=wl_paths.labels(L, "{slice}", "{judge}"),
         accounting=wl_paths.labels(L, "{slice}", "{judge}", "accounting.json"),
     log:
-        "logs/worse_labels/label/{slice}/{judge}.log",
+        L.log("worse_labels/label/{slice}/{judge}.log"),
     wildcard_constraints:
         slice=alternatives(WL_SLICES),
         judge=alternatives(WL_JUDGES),
@@ -259,7 +259,7 @@ rule worse_labels_correctness:
         verdicts=wl_paths.correctness(L, "{slice}", "{reader}"),
         accounting=wl_paths.correctness(L, "{slice}", "{reader}", "accounting.json"),
     log:
-        "logs/worse_labels/correctness/{slice}/{reader}.log",
+        L.log("worse_labels/correctness/{slice}/{reader}.log"),
     wildcard_constraints:
         slice=alternatives(WL_SLICES),
         reader=alternatives(WL_READERS),
@@ -291,7 +291,7 @@ rule worse_labels_audit:
         audit=wl_paths.audit(L, "{slice}"),
         accounting=wl_paths.audit(L, "{slice}", "accounting.json"),
     log:
-        "logs/worse_labels/audit/{slice}.log",
+        L.log("worse_labels/audit/{slice}.log"),
     wildcard_constraints:
         slice=alternatives(WL_SLICES),
     conda:
