@@ -66,9 +66,19 @@ def cmd_benchmark_corpus(a):
     from convrag.data.benchmarks import benchmark_loader
     from convrag.records import write_records
 
+    from convrag.data.gold import check_gold
+    from convrag.io import write_json
+    from convrag.records import TurnTask, read_records
+
     passages = benchmark_loader(a.spec["kind"]).corpus(a.name, a.spec, a.domain, a.files)
+    # every gold id of the domain's turns must be in the corpus (convrag.data.gold): checked
+    # before the corpus is written, so no index or score is ever built on an unchecked corpus
+    gold = check_gold(read_records(a.tasks, TurnTask), (p.doc_id for p in passages), benchmark=a.name,
+                      domain=a.domain, allow_missing=bool(a.spec.get("allow_missing_gold")), corpus=a.out)
+    write_json(a.gold, gold)
     write_records(a.out, passages)
-    print(f"{a.name}.{a.domain}: {len(passages)} passages", file=sys.stderr)
+    print(f"{a.name}.{a.domain}: {len(passages)} passages; {gold['gold_ids']} gold ids, "
+          f"{gold['missing_ids']} not in the corpus", file=sys.stderr)
 
 
 def cmd_select_questions(a):
@@ -350,7 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--spec", type=json_arg, required=True)
     s.add_argument("--domain", required=True)
     s.add_argument("--files", type=json_arg, default={})
+    s.add_argument("--tasks", required=True, help="the benchmark's tasks.jsonl: their gold ids are looked up")
     s.add_argument("--out", required=True)
+    s.add_argument("--gold", required=True, help="JSON report of the gold-in-corpus check (convrag.data.gold)")
 
     s = add("select-questions", cmd_select_questions, "draw a reproducible question sample for one dataset")
     s.add_argument("--dataset", required=True)

@@ -149,7 +149,11 @@ def _check_shared(config: dict, source: str, registry: dict) -> None:
             loader = benchmark_loader(b["kind"])
         except ConfigError as e:
             raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.kind': {e}") from None
-        loader.check(name, b, source)
+        # every kind: a corpus that is a sample may miss gold ids (convrag.data.gold counts them)
+        if not isinstance(b.get("allow_missing_gold", False), bool):
+            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.allow_missing_gold': true or false, "
+                              f"got {b['allow_missing_gold']!r}")
+        loader.check(name, {k: v for k, v in b.items() if k != "allow_missing_gold"}, source)
     for cid in benchmark_corpora(config):
         if cid in config["corpora"]:
             raise ConfigError(f"{source}: invalid config key 'corpora.{cid}': the name of a benchmark domain's corpus")

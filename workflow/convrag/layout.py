@@ -43,6 +43,10 @@ class Layout:
     def benchmark_report(self, benchmark: str) -> str:
         return f"{self.root}/benchmarks/{benchmark}/report.json"
 
+    def corpus_gold(self, corpus: str) -> str:
+        """The gold-in-corpus check of one benchmark domain's corpus (convrag.data.gold), counted."""
+        return f"{self.root}/corpora/{corpus}/gold.json"
+
     def graph_manifest(self, corpus: str) -> str:
         return f"{self.root}/graphs/{corpus}/manifest.json"
 

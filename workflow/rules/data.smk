@@ -88,11 +88,15 @@ rule benchmark_tasks:
         " --out {output.tasks} --report {output.report} 2> {log}"
 
 
+# One domain's corpus; every gold id of the domain's turns is looked up in it before it is
+# written (convrag.data.gold: an error, or counted where allow_missing_gold says it is a sample).
 rule benchmark_corpus:
     input:
         unpack(benchmark_corpus_inputs),
+        tasks=lambda wc: L.benchmark_tasks(BENCHMARK_CORPORA[wc.corpus][0]),
     output:
-        L.corpus("{corpus}"),
+        corpus=L.corpus("{corpus}"),
+        gold=L.corpus_gold("{corpus}"),
     log:
         L.log("benchmark_corpus/{corpus}.log"),
     wildcard_constraints:
@@ -105,7 +109,7 @@ rule benchmark_corpus:
         benchmark=lambda wc: BENCHMARK_CORPORA[wc.corpus][0],
         domain=lambda wc: BENCHMARK_CORPORA[wc.corpus][1],
         spec=lambda wc: jarg(config["benchmarks"][BENCHMARK_CORPORA[wc.corpus][0]]),
-        files=lambda wc, input: jarg(dict(input)),
+        files=lambda wc, input: jarg({k: v for k, v in input.items() if k != "tasks"}),
     shell:
         "convrag benchmark-corpus --name {params.benchmark} --domain {params.domain} --spec {params.spec}"
-        " --files {params.files} --out {output} 2> {log}"
+        " --files {params.files} --tasks {input.tasks} --out {output.corpus} --gold {output.gold} 2> {log}"

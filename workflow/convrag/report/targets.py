@@ -36,6 +36,12 @@ def build_target(study, name: str, inputs: dict, context: dict, out_stem: str) -
         raise DataError(f"unknown {study.key} target '{name}' (known: {', '.join(targets)})")
     t = targets[name]
     text = study.caption(name)
+    if "gold" in t.inputs:  # scored on a benchmark's qrels: say which gold ids its corpus lacks
+        from convrag.data.gold import caption_note
+        from convrag.io import read_json
+
+        note = caption_note(read_json(p) for p in inputs["gold"])
+        text += f" {note}" if note else ""
     df = t.build(inputs, context)
     if t.kind == "figure":
         if df.empty:

@@ -133,6 +133,7 @@ class Coral(Study):
         return TARGETS
 
     def artifacts(self, config, layout):
+        from convrag.data.gold import gold_files
         from convrag.report.reproduction import reproduction_artifacts
         from convrag.studies.coral import paths
         from convrag.studies.coral.wiring import tasks_file
@@ -142,7 +143,9 @@ class Coral(Study):
         arts = {"tasks": tasks_file(config, layout),
                 "retrieval": paths.retrieval_scores(layout) if config["coral"]["retrievers"] else None,
                 "generation": evaluation_files(config, layout, sweep=False) or None,
-                "history_sweep": evaluation_files(config, layout, sweep=True) or None}
+                "history_sweep": evaluation_files(config, layout, sweep=True) or None,
+                "gold": gold_files(config, layout, config["coral"]["benchmark"] or "")
+                if config["coral"]["retrievers"] else []}
         return {**arts, **reproduction_artifacts(self, layout, arts)}
 
     def context(self, config):

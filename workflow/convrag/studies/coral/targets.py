@@ -74,7 +74,7 @@ def _fig_judge(df, stem):
 
 TARGETS = {t.name: t for t in [
     Target("table4_structure", "table", lambda i, c: A.structure_table(_tasks(i)), inputs=("tasks",)),
-    Target("table2_retrieval", "table", lambda i, c: A.retrieval_table(_scores(i), c.get("queries")), inputs=("retrieval",)),
+    Target("table2_retrieval", "table", lambda i, c: A.retrieval_table(_scores(i), c.get("queries")), inputs=("gold", "retrieval")),
     Target("table3_generation", "table", _generation, inputs=("generation",)),
     Target("table5_generator_size", "table", lambda i, c: A.generator_size_table(_generation(i, c), c["sizes"]),
            inputs=("generation",)),

@@ -73,11 +73,13 @@ class Cross(Study):
         return TARGETS
 
     def artifacts(self, config, layout):
+        from convrag.data.gold import gold_files
         from convrag.studies.cross import paths
         from convrag.studies.cross.plan import benchmarks
 
         bs = benchmarks(config)
         return {"scores": [paths.scores(layout, b) for b in bs],
+                "gold": [p for b in bs for p in gold_files(config, layout, b)],
                 "contexts": [paths.scores(layout, b, "contexts.parquet") for b in bs]
                 if config["cross"]["content"]["model"] else None}
 

@@ -140,11 +140,11 @@ def _long(inputs, ctx):
 
 
 TARGETS = {t.name: t for t in [
-    Target("results_long", "table", _long, inputs=("scores",)),
+    Target("results_long", "table", _long, inputs=("gold", "scores")),
     Target("heatmaps", "figure", lambda i, c: heatmap_frame(_long(i, c), c["heatmap_delivery"]), plot_heatmaps,
-           inputs=("scores",)),
+           inputs=("gold", "scores")),
     Target("qrels_vs_content", "table",
            lambda i, c: qrels_vs_content(_read(i["contexts"]), c["partial_insufficient"], c["boot"]),
-           inputs=("contexts",)),
+           inputs=("gold", "contexts")),
     Target("plan", "table", lambda i, c: _plan(c["grid"]), inputs=()),
 ]}

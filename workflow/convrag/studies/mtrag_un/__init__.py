@@ -65,6 +65,7 @@ class MtragUn(Study):
     def artifacts(self, config, layout):
         from convrag.report.reproduction import reproduction_artifacts
         from convrag.data.benchmarks import corpus_id
+        from convrag.data.gold import gold_files
         from convrag.studies.mtrag_un import paths
         from convrag.studies.mtrag_un.plan import domains
 
@@ -75,7 +76,8 @@ class MtragUn(Study):
         arts = {"tasks": layout.benchmark_tasks(b), "retrieval": paths.retrieval_scores(layout),
                 "corpora": [layout.corpus(corpus_id(b, d)) for d in domains(config)],
                 "generation": evaluation_files(config, layout) or None,
-                "human": paths.human_scores(layout) if m["evaluation"]["human_evaluations"] else None}
+                "human": paths.human_scores(layout) if m["evaluation"]["human_evaluations"] else None,
+                "gold": gold_files(config, layout, b, domains(config)) if m["retrievers"] else []}
         return {**arts, **reproduction_artifacts(self, layout, arts)}
 
     def context(self, config):

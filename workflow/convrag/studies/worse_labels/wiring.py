@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from convrag.data.benchmarks import corpus_id
+from convrag.data.gold import gold_files
 from convrag.layout import Layout
 from convrag.studies.worse_labels import paths
 from convrag.studies.worse_labels.plan import (content_judges, fitted_rungs, part_benchmark, parts, primary, readers,
@@ -200,7 +201,10 @@ def artifacts(config: dict, L: Layout) -> dict:
                             if w["judges"]["answer"]["model"] else None),
             # optional inputs: an empty list, not None (None would drop every target that reads them)
             "audit": [paths.audit(L, s) for s in audited(config)],
-            "weights": [paths.weights(L, j["slice"], j["rung"]) for j in fitted_rungs(config)]}
+            "weights": [paths.weights(L, j["slice"], j["rung"]) for j in fitted_rungs(config)],
+            # the gold-in-corpus checks of the evaluated domains (their counts go into the captions)
+            "gold": [p for s in slice_names(config)
+                     for p in gold_files(config, L, slices(config)[s]["benchmark"], slice_domains(config, s))]}
 
 
 def context(config: dict) -> dict:
