@@ -2,6 +2,9 @@
 
 Every output is written to a temporary file in the same folder and renamed into place,
 so a killed job never leaves a partial file that Snakemake could mistake for a result.
+The temporary file (``mkstemp``: mode 0600) and folder (``mkdtemp``: 0700) get the mode a plain
+``open()`` / ``mkdir()`` would give under the user's umask before they are renamed into place,
+so a colleague who may read the results folder can read every table (``public_mode``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,36 @@ from typing import Any, Iterable, Iterator
 from convrag.errors import DataError
 
 
+def umask() -> int:
+    """The process's umask, read without changing it where the OS tells (Linux: /proc), else by
+    setting and restoring it (process-wide for an instant; called once per process, at import)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+_UMASK = umask()
+
+
+def public_mode(path: str | os.PathLike) -> None:
+    """Give ``path`` the mode ``open()`` (a file: 0666) or ``mkdir()`` (a folder: 0777) would
+    give it under this process's umask: for what ``mkstemp`` / ``mkdtemp`` made private."""
+    os.chmod(path, (0o777 if os.path.isdir(path) else 0o666) & ~_UMASK)
+
+
+def temp_dir(parent: str | os.PathLike, prefix: str, suffix: str = "") -> Path:
+    """A new temporary folder in ``parent`` (renamed into place later) with ``mkdir()``'s mode."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))
+    public_mode(tmp)
+    return tmp
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` on success."""
@@ -23,6 +56,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    public_mode(tmp)
     tmp = Path(tmp)
     try:
         yield tmp

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from convrag.io import public_mode
 from convrag.llm.types import Request
 
 KEY_VERSION = 1
@@ -61,8 +62,11 @@ class LLMCache:
     def _connection(self) -> sqlite3.Connection:
         # A connection must not cross a fork: reopen in a child process.
         if self._conn is None or self._pid != os.getpid():
+            new = not self.path.exists()
             conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
             try:
+                if new:  # SQLite creates 0644 & ~umask; -wal/-shm files copy the database's mode
+                    public_mode(self.path)
                 conn.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
                 journal = os.environ.get("CONVRAG_CACHE_JOURNAL", "WAL").upper()
                 conn.execute(f"PRAGMA journal_mode={journal}")

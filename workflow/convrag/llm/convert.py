@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 from pathlib import Path
+
+from convrag.io import temp_dir
 
 MARKER = "convrag-converted.txt"
 
@@ -43,8 +44,7 @@ def convert_gguf(folder: str, gguf_file: str, out_dir: str | Path | None = None,
     if (out / MARKER).exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    os.chmod(tmp, 0o755)
+    tmp = temp_dir(out.parent, prefix=f".{out.name}.")  # mkdir()'s mode under the umask
     try:
         tok = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file, dtype=getattr(torch, dtype))

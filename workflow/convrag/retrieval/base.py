@@ -12,13 +12,12 @@ import contextlib
 import hashlib
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 from convrag.errors import ConfigError, DataError
-from convrag.io import read_json, write_json
+from convrag.io import read_json, temp_dir, write_json
 from convrag.records import Passage, read_records
 
 MANIFEST = "manifest.json"
@@ -172,7 +171,7 @@ def staging_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
     ours = (out_dir / MANIFEST).exists() or (out_dir / MARKER).exists()
     if out_dir.exists() and any(out_dir.iterdir()) and not ours:
         raise DataError(f"{out_dir}: exists and is not an index folder (no {MANIFEST}); not overwriting it")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    tmp = temp_dir(out_dir.parent, prefix=f".{out_dir.name}.", suffix=".tmp")  # mkdir()'s mode, not 0700
     # The marker survives Snakemake deleting the manifest (the rule's output) before a
     # rebuild, so the old index folder is still recognised as ours and replaced.
     (tmp / MARKER).write_text("built by convrag\n")

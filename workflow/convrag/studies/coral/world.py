@@ -51,7 +51,6 @@ import html
 import os
 import re
 import shutil
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +58,7 @@ from typing import Iterable, Sequence
 
 from convrag.data.miniworld import _BASED, _FLAVOUR, _ORGS, _PROFESSIONS, _SECTORS, _WORK, _WORKS, Entity, World
 from convrag.errors import ConfigError
+from convrag.io import temp_dir
 
 PAGE_KINDS = ("person", *_ORGS, *_WORKS, "city")
 MIN_DEPTH = 3  # LDS needs 3 nodes root-to-leaf
@@ -567,13 +567,13 @@ def write_coral_world(spec: dict | None, seed: int, out_dir: str | os.PathLike, 
     pages = render_pages(world, **render)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".pages.", dir=out))
+    tmp = temp_dir(out, prefix=".pages.")  # mkdir()'s mode under the umask, not mkdtemp's 0700
     try:
         for p in pages:
             (tmp / f"{p.page_id}.html").write_text(p.html, encoding="utf-8")
         old = out / "pages"
         if old.exists():
-            trash = Path(tempfile.mkdtemp(prefix=".pages.old.", dir=out))
+            trash = temp_dir(out, prefix=".pages.old.")
             os.replace(old, trash / "pages")
             shutil.rmtree(trash)
         os.replace(tmp, old)
