@@ -400,7 +400,7 @@ def test_malformed_rewrites_qrels_and_corpus(tmp_path):
     with pytest.raises(DataError, match=rf"^{re.escape(str(q))}:1: expected 'qid iter pid rel' \(TREC\)"):
         read_coral_qrels(q)
     q.write_text("Test_a_1_1 3 1\n")  # three columns without a header: query-id corpus-id score
-    assert read_coral_qrels(q) == ({"Test_a_1_1": {"3": 1}}, {"Test_a_1_1": 1}, 1)
+    assert read_coral_qrels(q) == ({"Test_a_1_1": {"3": 1}}, {"Test_a_1_1": 1}, 1, {("Test_a_1_1", "3"): 1})
     q.write_text("Test_a_1_1\t0\t3\tyes\n")
     with pytest.raises(DataError, match=rf"^{re.escape(str(q))}:1: field 'rel': relevance 'yes' is not an integer"):
         read_coral_qrels(q)

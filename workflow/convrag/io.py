@@ -92,13 +92,19 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[Any]) -> None:
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
 
+def json_error(e: json.JSONDecodeError, line: bool = False) -> str:
+    """What went wrong and where: the message with its column (and line, for a whole document),
+    e.g. ``Invalid control character at: column 41`` for a line cut off mid-string."""
+    return f"{e.msg}: column {e.colno}" if line else f"{e.msg}: line {e.lineno} column {e.colno}"
+
+
 def read_json(path: str | os.PathLike) -> Any:
     path = Path(path)
     try:
         with open(path, encoding="utf-8") as fh:
             return json.load(fh)
     except json.JSONDecodeError as e:
-        raise DataError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from e
+        raise DataError(f"{path}:{e.lineno}: invalid JSON ({json_error(e)})") from e
     except FileNotFoundError as e:
         raise DataError(f"{path}: file not found") from e
 
@@ -122,7 +128,7 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{lineno}: malformed JSON line ({e.msg})") from e
+            raise DataError(f"{path}:{lineno}: malformed JSON line ({json_error(e, line=True)})") from e
         if not isinstance(rec, dict):
             raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
         yield lineno, rec

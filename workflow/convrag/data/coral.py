@@ -69,6 +69,7 @@ from typing import Any, Callable, Container, Iterable, Iterator
 
 from convrag.data.benchmarks import BenchmarkLoader, register_benchmark_loader
 from convrag.errors import ConfigError, DataError
+from convrag.io import json_error
 from convrag.records import Passage, TurnTask
 
 DOMAIN = "coral"
@@ -297,7 +298,7 @@ def _iter_json_records(path: str | Path, decode: Decoder = _plain) -> Iterator[t
             try:
                 value = json.loads(text)
             except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{lineno}: malformed JSON line ({e.msg})") from None
+                raise DataError(f"{path}:{lineno}: malformed JSON line ({json_error(e, line=True)})") from None
             yield lineno, value, None
 
 
@@ -426,11 +427,12 @@ def read_conversations(path: str | Path, *, strict: bool = True, stats: Counter 
 # ---- qrels and rewrites --------------------------------------------------------------------
 
 
-def read_coral_qrels(path: str | Path) -> tuple[dict[str, dict[str, int]], dict[str, int], int]:
+def read_coral_qrels(path: str | Path) -> tuple[dict[str, dict[str, int]], dict[str, int], int,
+                                                 dict[tuple[str, str], int]]:
     """CORAL qrels: TREC (``qid iter pid rel``, tabs or spaces; the v2 ``.trec`` file) or BEIR
     (``query-id corpus-id score`` with a header). Returns (qid -> {pid: rel}, qid -> line of its
-    first row, rows). A repeated (qid, pid) row, a wrong column count or a non-integer relevance is
-    a DataError naming file and line."""
+    first row, rows, (qid, pid) -> line of that row). A repeated (qid, pid) row, a wrong column
+    count or a non-integer relevance is a DataError naming file and line."""
     path = Path(path)
     qrels: dict[str, dict[str, int]] = {}
     first: dict[str, int] = {}
@@ -465,7 +467,7 @@ def read_coral_qrels(path: str | Path) -> tuple[dict[str, dict[str, int]], dict[
             qrels.setdefault(qid, {})[pid] = int(rel)
             first.setdefault(qid, lineno)
             rows += 1
-    return qrels, first, rows
+    return qrels, first, rows, where_row
 
 
 def _is_int(s: str) -> bool:
@@ -568,7 +570,7 @@ def load_coral(conversations: str | Path, *, qrels: str | Path | None = None, re
     qreport: dict[str, Any] = {}
     if qrels is not None:
         qpath = Path(qrels)
-        q, qline, rows = read_coral_qrels(qpath)
+        q, qline, rows, row_line = read_coral_qrels(qpath)
         unknown = [sid for sid in q if sid not in turns]
         if unknown and strict:
             sid = unknown[0]
@@ -580,8 +582,10 @@ def load_coral(conversations: str | Path, *, qrels: str | Path | None = None, re
             positive = {p for p, r in docs.items() if r > 0}
             if positive != set(t["pids"]):
                 mismatches += 1
-                if strict:
-                    at = f"{qpath}:{qline[sid]}" if sid in qline else f"{qpath} (no rows)"
+                if strict:  # the line of the first row the conversation does not name, else the qid's first
+                    extra = sorted(positive - set(t["pids"]), key=_num)
+                    line = row_line[(sid, extra[0])] if extra else qline.get(sid)
+                    at = f"{qpath}:{line}" if line else f"{qpath} (no rows)"
                     raise DataError(f"{tw(sid)}: field 'golden_docs_pids' {t['pids']} differs from the qrels of "
                                     f"'{sid}' in {at}: {sorted(positive, key=_num)}")
             gold[sid] = dict(docs)

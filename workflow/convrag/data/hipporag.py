@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from convrag.errors import ConfigError, DataError
-from convrag.io import iter_jsonl
+from convrag.io import iter_jsonl, json_error
 from convrag.records import Passage, Question, write_records
 
 FORMATS = ("musique", "2wikimultihopqa", "hotpotqa")
@@ -51,7 +51,7 @@ def _read(path: Path) -> tuple[Any, list[int] | None]:
         if e.msg == "Extra data" and text.lstrip().startswith("{"):
             rows = list(iter_jsonl(path))
             return [r for _, r in rows], [n for n, _ in rows]
-        raise DataError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from e
+        raise DataError(f"{path}:{e.lineno}: invalid JSON ({json_error(e)})") from e
 
 
 def _where(path: Path, lines: list[int] | None) -> Callable[[int], str]:

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from convrag.errors import ConfigError, DataError
+from convrag.io import json_error
 from convrag.metrics.retrieval import Qrels, read_qrels
 from convrag.records import Passage, TurnTask
 
@@ -122,7 +123,7 @@ def _iter_json_lines(path: Path, lines: Iterable[str] | None = None, where: str 
             try:
                 rec = json.loads(line, parse_constant=pc)
             except json.JSONDecodeError as e:
-                raise DataError(f"{label}:{lineno}: malformed JSON line ({e.msg})") from e
+                raise DataError(f"{label}:{lineno}: malformed JSON line ({json_error(e, line=True)})") from e
             if not isinstance(rec, dict):
                 raise DataError(f"{label}:{lineno}: expected a JSON object, got {type(rec).__name__}")
             yield lineno, rec, box[0]
@@ -140,7 +141,7 @@ def _read_json(path: Path) -> tuple[Any, int]:
     except FileNotFoundError as e:
         raise DataError(f"{path}: file not found") from e
     except json.JSONDecodeError as e:
-        raise DataError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from e
+        raise DataError(f"{path}:{e.lineno}: invalid JSON ({json_error(e)})") from e
 
 
 def _is_missing(v: Any) -> bool:
@@ -747,6 +748,11 @@ def load_conversations(path: str | Path, index_to_id_tsv: str | Path | None = No
     for i, c in enumerate(data):
         if not isinstance(c, dict) or not isinstance(c.get("messages"), list):
             raise DataError(f"{path}: conversation {i}: field 'messages' must be a list")
+        for j, m in enumerate(c["messages"]):  # before the ids: matching by user turns counts speakers
+            if not isinstance(m, dict) or m.get("speaker") not in ("user", "agent"):
+                got = m.get("speaker", "(missing)") if isinstance(m, dict) else type(m).__name__
+                raise DataError(f"{path}: conversation {i}, message {j}: field 'speaker' must be user or agent, "
+                                f"got {got!r}")
     ids = _conversation_ids(data, path, Path(index_to_id_tsv) if index_to_id_tsv else None, stats)
     if len(set(ids)) != len(ids):
         raise DataError(f"{path}: two conversations got the same id '{Counter(ids).most_common(1)[0][0]}'")
