@@ -380,7 +380,7 @@ def test_config_checks_and_download_urls(tmp_path):
     raw = loader.raw_files(spec)
     assert len(raw) == 33
     assert raw["biology.documents.jsonl"] == {
-        "url": "https://huggingface.co/datasets/DataScience-UIBK/RETECO-SemEval2027/resolve/main/track2_recor/biology/"
+        "url": "https://huggingface.co/datasets/DataScience-UIBK/RETECO-SemEval2027/resolve/lock/track2_recor/biology/"
                "documents.jsonl", "sha256": None}
     pinned = loader.raw_files({"kind": "recor", "split": "train", "revision": "abc123", "domains": ["law"]})
     assert pinned == {f"law.{f}": {"url": "https://huggingface.co/datasets/DataScience-UIBK/RETECO-SemEval2027/resolve/"

@@ -75,7 +75,7 @@ def test_unknown_gold_id_fails_the_run_unless_the_corpus_is_a_sample(shared_data
     (tmp_path / "conversations.json").write_text(json.dumps(convs))
     files["conversations.json"] = {"local": str(tmp_path / "conversations.json")}
     cfg = {"studies": ["mtrag_un"], "results_dir": "results", "warm_start": False,
-           "benchmarks": {"mtrag_sample": {**bench, "domains": ["clapnq"], "files": files}},
+           "benchmarks": {"mtrag_sample": {**bench, "allow_missing_gold": False, "domains": ["clapnq"], "files": files}},
            "retrievers": {"bm25": {"kind": "bm25", "params": {"backend": "bm25s", "k1": 0.9, "b": 0.4}}},
            "mtrag_un": {"benchmark": "mtrag_sample", "retrievers": ["bm25"], "policies": ["current"],
                         "generation": {"models": []}}}

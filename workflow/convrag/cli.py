@@ -33,10 +33,33 @@ def cmd_download(a):
 
     s = a.spec
     if "url" in s:
-        download_url(s["url"], a.out, sha256=s.get("sha256"))
+        download_url(s["url"], a.out, sha256=s.get("sha256"), git_blob=s.get("git_blob"), lock=s.get("lock"))
     else:
         download_file(s["repo_id"], s["filename"], s["revision"], a.out, repo_type=s.get("repo_type", "dataset"),
-                      sha256=s.get("sha256"))
+                      sha256=s.get("sha256"), lock=s.get("lock"))
+
+
+def cmd_sources(a):
+    """Every download of every config given (default: all of config/), with its revision and
+    checksum; exit 1 naming the config key of each unpinned one (convrag.sources)."""
+    from pathlib import Path
+
+    from convrag.config import REPO_ROOT, load_config
+    from convrag.sources import config_downloads, describe, problems
+
+    paths = [Path(p) for p in a.configs] or sorted([REPO_ROOT / "config" / "config.yaml",
+                                                    *(REPO_ROOT / "config").glob("*/*.yaml")])
+    bad = []
+    for p in paths:
+        entries = config_downloads(load_config(p))
+        shown = str(p.resolve().relative_to(REPO_ROOT)) if p.resolve().is_relative_to(REPO_ROOT) else str(p)
+        print(f"{shown}: {len(entries)} downloads" + ("" if entries else " (generated or packaged data only)"))
+        for e in entries:
+            print(f"  {describe(e)}  <- {e['key']}")
+        bad += [f"{shown}: {x}" for x in problems(entries)]
+    for x in bad:
+        print(f"UNPINNED {x}", file=sys.stderr)
+    return 1 if bad else 0
 
 
 def cmd_prepare_corpus(a):
@@ -337,6 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(fn=fn)
         return sp
 
+    s = add("sources", cmd_sources, "list every download of the configs with its pinned revision and checksum "
+            "(resources/sources.yaml); exit 1 on an unpinned one")
+    s.add_argument("configs", nargs="*", help="config files (default: config/config.yaml and config/*/*.yaml)")
+
     s = add("download", cmd_download, "download one file (Hugging Face dataset repo or URL) and record its sha256")
     s.add_argument("--spec", type=json_arg, required=True,
                    help="JSON {repo_id, revision, repo_type, filename, sha256} or {url, sha256}")
@@ -498,12 +525,12 @@ def main(argv: list[str] | None = None) -> int:
             return code
     args = build_parser().parse_args(argv)
     try:
-        args.fn(args)
+        code = args.fn(args)
     except ConvragError as e:
         stage = args.stage + (f" {args.study_stage}" if getattr(args, "study_stage", None) else "")
         print(f"convrag {stage}: error: {e}", file=sys.stderr)
         return 2
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

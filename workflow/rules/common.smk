@@ -18,6 +18,7 @@ from convrag.errors import ConvragError
 from convrag.layout import layout
 from convrag.llm.engine import REPLAY_ENV, TRACE_ENV
 from convrag.retrieval import capabilities
+from convrag.sources import LOCK_ENV, hf_dataset, lock_path
 from convrag.studies import STUDY_PATH_ENV, active_studies, plugin_paths
 from convrag.warm import RunServer
 
@@ -31,6 +32,9 @@ except ConvragError as e:
 # Where every output lives (convrag.layout: the same paths the Python code uses); job logs and
 # Snakemake's benchmark files too, under <results_dir>/logs/.
 L = layout(config)
+# The run's lock file of `lock` revisions (convrag.sources): every job finds it through the env.
+LOCK_FILE = lock_path(config)  # relative to the working directory, as every output path
+os.environ[LOCK_ENV] = os.path.abspath(LOCK_FILE)
 
 # Plug-in studies: every job's `convrag` call must find them too.
 os.environ[STUDY_PATH_ENV] = os.pathsep.join(plugin_paths(config["study_plugins"]))
@@ -148,14 +152,26 @@ def download_params(wildcards):
     ):  # a benchmark's raw file: {url, sha256}
         spec = config["benchmarks"][wildcards.corpus]
         f = benchmark_loader(spec["kind"]).raw_files(spec)[wildcards.filename]
-        return {"url": f["url"], "sha256": f.get("sha256")}
+        return {
+            "url": f["url"],
+            "sha256": f.get("sha256"),
+            "git_blob": f.get("git_blob"),
+            "lock": LOCK_FILE,
+        }
     s = config["corpora"][wildcards.corpus]["source"]
+    pin = (hf_dataset(s["repo_id"]).get("files") or {}).get(wildcards.filename) or {}
     return dict(
         repo_id=s["repo_id"],
         revision=s["revision"],
         repo_type=s["repo_type"],
         filename=wildcards.filename,
-        sha256=s["sha256"].get(wildcards.filename),
+        sha256=s["sha256"].get(wildcards.filename)
+        or (
+            pin.get("sha256")
+            if s["revision"] == hf_dataset(s["repo_id"]).get("revision")
+            else None
+        ),
+        lock=LOCK_FILE,
     )
 
 

@@ -110,15 +110,8 @@ class MtragUn(BenchmarkLoader):
     ``{local: path}`` or ``{url, sha256}`` (e.g. the real-data samples for tests)."""
 
     kind = "mtrag_un"
-    REPO = "https://raw.githubusercontent.com/IBM/mt-rag-benchmark"
+    REPO = "IBM/mt-rag-benchmark"  # checksums of its files per commit: resources/sources.yaml
     DOMAINS = ("clapnq", "cloud", "fiqa", "govt")
-    SHA256 = {  # the released files as of the pinned revision (checked on verbatim copies)
-        "reference.jsonl": "68053f709c928570718fd2c88455eccf974746f5bfa2206d7fd39b969acb21d4",
-        "qrels_clapnq.tsv": "880a583ceaaea10f55eafa02f1a3964a12d48ec06fe396861277dedd2c5c892c",
-        "qrels_cloud.tsv": "4c9e5903b0c1a702ade78f3f3bb826712614d31095f40c91121a214de6d248bf",
-        "qrels_fiqa.tsv": "8a224221b72f4b93b5c068be5f7cfff668d50ecf6ec4971ef22f2f183ef54c21",
-        "qrels_govt.tsv": "59903b16cbd28bd62910b1cde7dc325320a989f02f50c150c7a4ef3e96bdc691",
-    }
 
     def check(self, name, spec, source):
         unknown = set(spec) - {"kind", "domains", "revision", "files"}
@@ -139,12 +132,14 @@ class MtragUn(BenchmarkLoader):
         return ["reference.jsonl", *(f"qrels_{d}.tsv" for d in self.domains(spec)),
                 *(f"corpus_{d}.jsonl.zip" for d in self.domains(spec))]
 
+    WHERE = {"reference.jsonl": "mtragun-human/generation_tasks/reference.jsonl",
+             **{f"qrels_{d}.tsv": f"mtragun-human/retrieval_tasks/qrels/{d}.tsv" for d in DOMAINS},
+             **{f"corpus_{d}.jsonl.zip": f"corpora/passage_level/{d}.jsonl.zip" for d in DOMAINS}}
+
     def raw_files(self, spec):
-        base = f"{self.REPO}/{spec.get('revision', '')}"
-        where = {"reference.jsonl": "mtragun-human/generation_tasks/reference.jsonl",
-                 **{f"qrels_{d}.tsv": f"mtragun-human/retrieval_tasks/qrels/{d}.tsv" for d in self.DOMAINS},
-                 **{f"corpus_{d}.jsonl.zip": f"corpora/passage_level/{d}.jsonl.zip" for d in self.DOMAINS}}
-        out = {n: {"url": f"{base}/{where[n]}", "sha256": self.SHA256.get(n)} for n in self.raw_names(spec)}
+        from convrag.sources import github_file
+
+        out = {n: github_file(self.REPO, spec.get("revision", ""), self.WHERE[n]) for n in self.raw_names(spec)}
         out.update(spec.get("files", {}))
         return out
 
@@ -179,29 +174,35 @@ class MtragConversations(MtragUn):
     may be a ``.jsonl`` or ``.jsonl.zip`` (the real-data sample ships JSONL)."""
 
     kind = "mtrag_conversations"
-    SHA256 = {}  # not pinned: recorded beside each download
+    # conversations.json has no conversation ids: they come from the retrieval tasks' questions
+    # files of every domain (convrag.data.mtrag.conversation_ids_from_queries), or from a
+    # conversation_index_to_id.tsv given under `files` (a file of a fork; IBM ships none)
+    WHERE = {"conversations.json": "mtrag-human/conversations/conversations.json",
+             **{f"{d}_questions.jsonl": f"mtrag-human/retrieval_tasks/{d}/{d}_questions.jsonl" for d in MtragUn.DOMAINS},
+             **{f"corpus_{d}.jsonl.zip": f"corpora/passage_level/{d}.jsonl.zip" for d in MtragUn.DOMAINS}}
 
     def raw_names(self, spec):
-        return ["conversations.json", "conversation_index_to_id.tsv",
-                *(f"corpus_{d}.jsonl.zip" for d in self.domains(spec))]
+        ids = (["conversation_index_to_id.tsv"] if "conversation_index_to_id.tsv" in spec.get("files", {})
+               else [f"{d}_questions.jsonl" for d in self.DOMAINS])
+        return ["conversations.json", *ids, *(f"corpus_{d}.jsonl.zip" for d in self.domains(spec))]
 
     def raw_files(self, spec):
-        base = f"{self.REPO}/{spec.get('revision', '')}"
-        where = {"conversations.json": "mtrag-human/conversations/conversations.json",
-                 "conversation_index_to_id.tsv": "mtrag-human/conversations/conversation_index_to_id.tsv",
-                 **{f"corpus_{d}.jsonl.zip": f"corpora/passage_level/{d}.jsonl.zip" for d in self.DOMAINS}}
-        out = {n: {"url": f"{base}/{where[n]}", "sha256": None} for n in self.raw_names(spec)}
+        from convrag.sources import github_file
+
+        out = {n: github_file(self.REPO, spec.get("revision", ""), self.WHERE[n])
+               for n in self.raw_names(spec) if n in self.WHERE}
         out.update(spec.get("files", {}))
         return out
 
     def task_inputs(self, spec):
-        return ["conversations.json", "conversation_index_to_id.tsv"]
+        return [n for n in self.raw_names(spec) if not n.startswith("corpus_")]
 
     def tasks(self, name, spec, files):
         from convrag.data.mtrag import load_conversations
 
-        tasks, report = load_conversations(files["conversations.json"], files["conversation_index_to_id.tsv"],
-                                           benchmark=name)
+        qs = {d: files[f"{d}_questions.jsonl"] for d in self.DOMAINS if f"{d}_questions.jsonl" in files}
+        tasks, report = load_conversations(files["conversations.json"], files.get("conversation_index_to_id.tsv"),
+                                           benchmark=name, questions=qs or None)
         keep = set(self.domains(spec))
         return [t for t in tasks if t.labels.get("domain") in keep], report
 
@@ -210,3 +211,4 @@ register_benchmark_loader(MtragConversations())
 
 import convrag.data.coral  # noqa: E402,F401  (registers the "coral" benchmark loader)
 import convrag.data.recor  # noqa: E402,F401  (registers the "recor" benchmark loader)
+import convrag.data.mtrag_retrieval  # noqa: E402,F401  (registers the "mtrag_retrieval" benchmark loader)

@@ -803,7 +803,7 @@ class Coral(BenchmarkLoader):
 
     def raw_files(self, spec):
         release, split = spec.get("release", "v2"), spec.get("split", "test")
-        base = f"{self.BASE}/{spec.get('revision', '')}"
+        base = f"{self.BASE}/{spec.get('revision', 'lock')}"
         out = {n: {"url": f"{base}/{p.format(split=split)}", "sha256": None}
                for n, p in self.RELEASES[release].items()}
         out.update(spec.get("files", {}))

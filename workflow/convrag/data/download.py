@@ -1,9 +1,12 @@
 """Download one file (from a Hugging Face repository or by URL) and record what was downloaded.
 
-Why a sidecar: a paper grid is only reproducible if the exact input bytes are known, and
-``revision: main`` moves. Each download writes ``<out>.sha256`` (JSON: repo, revision,
-file, sha256, size, time) beside the file, and an expected ``sha256`` from the config
-stops the run on any change instead of silently using different data.
+Why a sidecar: a paper grid is only reproducible if the exact input bytes are known. Each
+download writes ``<out>.sha256`` (JSON: repo, revision, file, sha256, size, time) beside the
+file; an expected ``sha256`` or git blob id (``resources/sources.yaml``) stops the run on any
+change instead of silently using different data. A Hugging Face revision ``lock`` (no commit
+could be verified when the config was written) is resolved at the first download and recorded,
+with the file's sha256, in the run's lock file (``convrag.sources.Lock``); later downloads use
+that commit and must match that sha256.
 """
 
 from __future__ import annotations
@@ -44,6 +47,18 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
+def _check(path: Path, where: str, sha256: str | None, git_blob: str | None) -> tuple[str, int]:
+    """(sha256, size) of a downloaded file; a mismatch with the expected sha256 / git blob id is an error."""
+    from convrag.sources import git_blob_id
+
+    digest, size = sha256_file(path)
+    if sha256 is not None and digest != sha256.lower():
+        raise DataError(f"sha256 mismatch for {where}: expected {sha256}, got {digest}")
+    if git_blob is not None and sha256 is None and git_blob_id(path) != git_blob.lower():
+        raise DataError(f"git blob id mismatch for {where}: expected {git_blob}, got {git_blob_id(path)}")
+    return digest, size
+
+
 def download_file(
     repo_id: str,
     filename: str,
@@ -52,6 +67,7 @@ def download_file(
     repo_type: str = "dataset",
     sha256: str | None = None,
     cache_dir: str | Path | None = None,
+    lock: str | Path | None = None,
 ) -> str:
     """Fetch ``filename`` at ``revision`` into ``out_path``; return its sha256 (hex).
 
@@ -59,8 +75,14 @@ def download_file(
     copied to a temporary file beside ``out_path``, hashed, checked against ``sha256`` and
     only then renamed into place, so a mismatch or a crash never leaves a file behind.
     """
+    from convrag.sources import LOCK, Lock
+
     out = Path(out_path)
-    where = f"{repo_type} {repo_id}@{revision}: {filename}"
+    locked, key = Lock(lock), f"hf-{repo_type}:{repo_id}/{filename}"
+    if revision == LOCK:  # the commit and sha256 of the first download, if there was one
+        entry = locked.get(key) or {}
+        revision, sha256 = entry.get("revision"), sha256 or entry.get("sha256")
+    where = f"{repo_type} {repo_id}@{revision or 'default branch'}: {filename}"
     try:
         cached = hf_hub_download(
             repo_id=repo_id, filename=filename, revision=revision, repo_type=repo_type,
@@ -68,11 +90,13 @@ def download_file(
         )
     except Exception as e:  # network, auth, missing file: one clear message for the log
         raise DataError(f"download failed for {where}: {type(e).__name__}: {e}") from e
+    parts = Path(cached).parts  # .../snapshots/<commit>/<filename>: the commit actually served
+    commit = parts[parts.index("snapshots") + 1] if "snapshots" in parts else revision
     with atomic_path(out) as tmp:
         shutil.copyfile(cached, tmp)
-        digest, size = sha256_file(tmp)
-        if sha256 is not None and digest != sha256.lower():
-            raise DataError(f"sha256 mismatch for {where}: expected {sha256}, got {digest}")
+        digest, size = _check(tmp, where, sha256, None)
+    locked.record(key, {"revision": commit, "sha256": digest, "bytes": size})
+    revision = commit
     write_json(out.with_name(out.name + ".sha256"), {
         "repo_id": repo_id,
         "repo_type": repo_type,
@@ -85,25 +109,39 @@ def download_file(
     return digest
 
 
+HF_LOCKED = "/resolve/lock/"  # a Hugging Face file URL whose commit is kept in the lock file
+
+
 def download_url(url: str, out_path: str | Path, sha256: str | None = None, retries: int = 3,
-                 timeout_s: float = 120.0, backoff_s: float = 2.0) -> str:
-    """Fetch a file by URL (a GitHub raw file or release asset) into ``out_path``, with
-    ``retries`` attempts and exponential backoff on network errors and 5xx answers; the same
-    sha256 check and sidecar as ``download_file``; a 4xx answer fails at once."""
+                 timeout_s: float = 120.0, backoff_s: float = 2.0, git_blob: str | None = None,
+                 lock: str | Path | None = None) -> str:
+    """Fetch a file by URL (a GitHub raw file, a Hugging Face ``resolve`` URL) into ``out_path``,
+    with ``retries`` attempts and exponential backoff on network errors and 5xx answers; the same
+    checks (sha256, else git blob id) and sidecar as ``download_file``; a 4xx answer fails at once.
+    A Hugging Face URL at revision ``lock`` takes the lock file's commit and sha256; the first
+    download takes the default branch and records the commit the hub served (``X-Repo-Commit``)."""
     import time
     import urllib.error
     import urllib.request
 
+    from convrag.sources import Lock
+
     out = Path(out_path)
+    locked, key = Lock(lock), None
+    if HF_LOCKED in url:
+        key = "hf-url:" + url.replace(HF_LOCKED, "/resolve/")
+        entry = locked.get(key) or {}
+        sha256 = sha256 or entry.get("sha256")
+        url = url.replace(HF_LOCKED, f"/resolve/{entry.get('revision') or 'main'}/")
     last: Exception | None = None
+    commit = None
     for attempt in range(retries):
         try:
             with atomic_path(out) as tmp:
                 with urllib.request.urlopen(url, timeout=timeout_s) as resp, open(tmp, "wb") as fh:
+                    commit = resp.headers.get("X-Repo-Commit")
                     shutil.copyfileobj(resp, fh, 1 << 20)
-                digest, size = sha256_file(tmp)
-                if sha256 is not None and digest != sha256.lower():
-                    raise DataError(f"sha256 mismatch for {url}: expected {sha256}, got {digest}")
+                digest, size = _check(tmp, url, sha256, git_blob)
             break
         except urllib.error.HTTPError as e:
             if e.code < 500:
@@ -115,6 +153,11 @@ def download_url(url: str, out_path: str | Path, sha256: str | None = None, retr
             time.sleep(backoff_s * 2 ** attempt)
     else:
         raise DataError(f"download failed for {url} after {retries} attempts: {type(last).__name__}: {last}")
+    if key is not None:
+        if not commit:
+            raise DataError(f"{url}: the hub sent no X-Repo-Commit header, so the revision cannot be locked; "
+                            "pin a commit in the config")
+        locked.record(key, {"revision": commit, "sha256": digest, "bytes": size})
     write_json(out.with_name(out.name + ".sha256"), {
         "url": url, "sha256": digest, "bytes": size,
         "downloaded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -714,6 +714,33 @@ def _conversation_ids(convs: list, path: Path, tsv: Path | None, stats: Counter)
     return out
 
 
+def conversation_ids_from_queries(convs: list, path: Path, questions: Mapping[str, str | Path]) -> list[str]:
+    """The id of every conversation of ``conversations.json`` (which has none) from files that
+    IBM's repository ships: the retrieval tasks' ``<domain>_questions.jsonl`` (domain -> path) list,
+    per task ``<conversation id><::><turn>``, every user turn so far. A conversation takes the id
+    whose longest question list is a prefix of its own user turns, in its domain; none or several
+    is a DataError naming the conversation (a conversation with no retrieval task has no id)."""
+    known: dict[str, dict[str, list[str]]] = {}  # domain -> conversation id -> user turns
+    for dom, p in questions.items():
+        d = DOMAINS.get(dom, dom)
+        for tid, text in load_beir_queries(p).items():
+            conv, _, turn = tid.rpartition(ID_SEP)
+            turns = strip_speaker_tags(text).split("\n")
+            if len(turns) > len(known.setdefault(d, {}).get(conv, [])):
+                known[d][conv] = turns
+    out = []
+    for i, c in enumerate(convs):
+        dom = domain_of(c.get("domain"), f"{path}: conversation {i}", "domain")
+        users = [m.get("text") for m in c["messages"] if m.get("speaker") == "user"]
+        hits = [cid for cid, turns in known.get(dom, {}).items() if users[:len(turns)] == turns]
+        if len(hits) != 1:
+            what = "matches no retrieval task" if not hits else f"matches {len(hits)} conversations ({', '.join(hits[:3])})"
+            raise DataError(f"{path}: conversation {i} ({dom}, first user turn {str(users[:1])[:80]}) {what} of the "
+                            f"questions files ({', '.join(str(p) for p in questions.values())})")
+        out.append(hits[0])
+    return out
+
+
 def _relevant(ctx: dict, editor: Any, author: Any) -> bool | None:
     """The editor's judgment of a shown passage, else the author's (None: no judgment)."""
     rel = ((ctx.get("feedback") or {}).get("relevant") or {})
@@ -724,7 +751,8 @@ def _relevant(ctx: dict, editor: Any, author: Any) -> bool | None:
 
 
 def load_conversations(path: str | Path, index_to_id_tsv: str | Path | None = None, *, benchmark: str = "mtrag",
-                       contexts: str = "relevant") -> tuple[list[TurnTask], dict[str, Any]]:
+                       contexts: str = "relevant", questions: Mapping[str, str | Path] | None = None
+                       ) -> tuple[list[TurnTask], dict[str, Any]]:
     """MTRAG's ``conversations.json`` (a JSON array of annotated conversations) -> one TurnTask per
     user turn that an agent turn follows.
 
@@ -735,8 +763,10 @@ def load_conversations(path: str | Path, index_to_id_tsv: str | Path | None = No
     1); ``contexts``: those relevant passages (``contexts="relevant"``, as the reference
     generation tasks give them) or every passage shown (``"shown"``). Labels come from the user
     message's ``enrichments`` (Answerability, Question Type, Multi-Turn, Standalone Type,
-    Validity); the domain from the conversation's ``domain`` (a collection name). Ids: see
-    ``_conversation_ids`` (``index_to_id_tsv`` = ``conversation_index_to_id.tsv``).
+    Validity); the domain from the conversation's ``domain`` (a collection name). Ids: from the
+    retrieval tasks' questions files IBM ships (``questions``: domain -> path;
+    ``conversation_ids_from_queries``), else from a ``conversation_index_to_id.tsv`` (a file of a
+    fork, not of IBM's repository; ``_conversation_ids``), else the position.
     """
     if contexts not in ("relevant", "shown"):
         raise ConfigError(f"load_conversations: contexts must be 'relevant' or 'shown', got {contexts!r}")
@@ -753,7 +783,11 @@ def load_conversations(path: str | Path, index_to_id_tsv: str | Path | None = No
                 got = m.get("speaker", "(missing)") if isinstance(m, dict) else type(m).__name__
                 raise DataError(f"{path}: conversation {i}, message {j}: field 'speaker' must be user or agent, "
                                 f"got {got!r}")
-    ids = _conversation_ids(data, path, Path(index_to_id_tsv) if index_to_id_tsv else None, stats)
+    if questions:
+        ids = conversation_ids_from_queries(data, path, questions)
+        stats["ids_from_queries"] = len(ids)
+    else:
+        ids = _conversation_ids(data, path, Path(index_to_id_tsv) if index_to_id_tsv else None, stats)
     if len(set(ids)) != len(ids):
         raise DataError(f"{path}: two conversations got the same id '{Counter(ids).most_common(1)[0][0]}'")
     tasks: list[TurnTask] = []
@@ -813,7 +847,7 @@ def load_conversations(path: str | Path, index_to_id_tsv: str | Path | None = No
     report = {**_task_report(path, tasks, stats), "conversations": len(data),
               **{k: stats[k] for k in ("user_turns", "user_turns_without_answer", "alternatives", "contexts_shown",
                                        "contexts_relevant", "contexts_rejected", "contexts_unjudged",
-                                       "ids_by_position", "ids_by_matching")},
+                                       "ids_by_position", "ids_by_matching", "ids_from_queries")},
               "tasks_with_gold": sum(bool(t.gold_docs) for t in tasks)}
     del report["ignored_fields"]
     return tasks, report

@@ -504,10 +504,10 @@ class Recor(BenchmarkLoader):
         if spec.get("split", "dev") not in SPLITS:
             raise ConfigError(f"{source}: invalid config key '{key}.split': {spec['split']!r} is not one of "
                               f"{', '.join(SPLITS)}")
-        rev = spec.get("revision", "main")
+        rev = spec.get("revision", "lock")
         if not isinstance(rev, str) or not rev.strip():
-            raise ConfigError(f"{source}: invalid config key '{key}.revision': a Hugging Face revision "
-                              f"(branch, tag or commit) of {HF_REPO}")
+            raise ConfigError(f"{source}: invalid config key '{key}.revision': a commit of the Hugging Face dataset "
+                              f"{HF_REPO}, or 'lock' (resolved at the first download and kept in the lock file)")
         if local is not None and (not isinstance(local, str) or not local):
             raise ConfigError(f"{source}: invalid config key '{key}.local': a folder laid out as "
                               f"{HF_FOLDER}/ (<domain>/documents.jsonl, ...)")
@@ -524,7 +524,7 @@ class Recor(BenchmarkLoader):
     def raw_files(self, spec):
         if spec.get("format", "official") == "pilot":
             return {PILOT_FILES[k]: {"local": spec["local"][k]} for k in PILOT_FILES}
-        split, rev, local = spec.get("split", "dev"), spec.get("revision", "main"), spec.get("local")
+        split, rev, local = spec.get("split", "dev"), spec.get("revision", "lock"), spec.get("local")
         out = {}
         for d in self.domains(spec):
             for fname in self._domain_files(split).values():

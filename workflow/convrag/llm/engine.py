@@ -130,7 +130,7 @@ class Engine:
         self._backend = backend  # injectable for tests; otherwise built lazily
         self._pool = pool  # engines of one pool share one loaded backend per model
         self.model_id = spec.model_id()
-        self.revision = spec.resolved_revision()
+        self.revision = spec.load_revision()  # a `lock` revision: its commit
         self.accounting = Accounting()
         self.role = role
         self.replay = replay_mode(replay)

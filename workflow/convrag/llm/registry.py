@@ -48,12 +48,32 @@ class ModelSpec:
     timeout_s: float = 120.0
     params_b: float | None = None
     source: str = field(default="", repr=False)  # the registry file, for error messages
+    _resolved: str | None = field(default=None, repr=False, compare=False)  # a `lock` revision's commit
 
     def where(self, key: str) -> str:
         return f"{self.source or 'models.yaml'}: {self.name}.{key}"
 
+    def load_revision(self) -> str | None:
+        """The revision a model is loaded and cached at: ``resolved_revision``, with ``lock``
+        resolved to its commit (the run's lock file, else the hub now, recorded there:
+        ``convrag.sources.model_revision``), so the cache never keys on a moving branch."""
+        if self.revision == "lock" and self.weights and "hf_repo" in self.weights:
+            if self._resolved is None:
+                from convrag.sources import model_revision
+
+                self._resolved = model_revision("model", self.weights["hf_repo"], "lock")
+            return self._resolved
+        return self.resolved_revision()
+
     def resolved_revision(self) -> str | None:
-        """The revision, defaulting to the weights package's version for packaged weights."""
+        """The revision, defaulting to the weights package's version for packaged weights; a
+        ``lock`` revision's commit where the run's lock file has it (else ``lock``: what a plan or
+        a table shows before the first load)."""
+        if self.revision == "lock" and self.weights and "hf_repo" in self.weights:
+            from convrag.sources import Lock
+
+            entry = Lock.from_env().get(f"hf-model:{self.weights['hf_repo']}")
+            return entry["revision"] if entry else "lock"
         if self.revision:
             return str(self.revision)
         if self.weights and "package" in self.weights:

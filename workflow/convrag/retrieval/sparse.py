@@ -63,6 +63,7 @@ DEFAULTS = {
     "max_active_dims": None,
     "batch_size": 32,
     "device": "auto",
+    "revision": "lock",  # a commit, or "lock": resolved at the first load (convrag.sources)
 }
 RUNTIME_KEYS = frozenset({"batch_size", "device"})
 MATRIX = "matrix.npz"
@@ -84,7 +85,7 @@ def _params(params: dict | None) -> dict:
     _positive_int(p, "batch_size", optional=False)
     _positive_int(p, "max_length", optional=True)
     _positive_int(p, "max_active_dims", optional=True)
-    for key in ("model", "query_prompt", "document_prompt", "device"):
+    for key in ("model", "query_prompt", "document_prompt", "device", "revision"):
         if not isinstance(p[key], str):
             raise ConfigError(f"retriever 'sparse': {key} must be a string, got {p[key]!r}")
     if not p["model"]:
@@ -93,14 +94,17 @@ def _params(params: dict | None) -> dict:
 
 
 @functools.lru_cache(maxsize=2)
-def _encoder(name: str, device: str, max_length: int | None):
+def _encoder(name: str, device: str, max_length: int | None, revision: str | None = None):
     import torch
     from sentence_transformers import SparseEncoder
+
+    from convrag.sources import model_revision
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        model = SparseEncoder(name, device=device)
+        kw = {"revision": model_revision("retriever model", name, revision)} if revision and not Path(name).exists() else {}
+        model = SparseEncoder(name, device=device, **kw)
     except Exception as e:
         raise ModelError(f"sparse model '{name}' could not be loaded: {e}") from e
     model.eval()
@@ -113,7 +117,7 @@ def _encoder(name: str, device: str, max_length: int | None):
 
 
 def _model(p: dict):
-    return _encoder(p["model"], p["device"], p["max_length"])
+    return _encoder(p["model"], p["device"], p["max_length"], p.get("revision"))
 
 
 def vocab_sha256(model) -> str | None:

@@ -113,7 +113,7 @@ class TransformersBackend:
             folder, gguf = str(convert_gguf(folder, gguf, dtype=spec.dtype or "float32")), None
         kw = {"gguf_file": gguf} if gguf else {}
         if spec.revision and "hf_repo" in (spec.weights or {}):
-            kw["revision"] = spec.revision
+            kw["revision"] = spec.load_revision()  # a `lock` revision: its recorded commit
         try:
             self.tok = AutoTokenizer.from_pretrained(folder, **kw)
             self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **kw)

@@ -84,7 +84,7 @@ class VLLMBackend:
         if spec.max_model_len:
             kwargs["max_model_len"] = spec.max_model_len
         if spec.revision and "hf_repo" in (spec.weights or {}):
-            kwargs["revision"] = spec.revision
+            kwargs["revision"] = spec.load_revision()  # a `lock` revision: its recorded commit
         try:
             self.llm = vllm.LLM(**kwargs)
         except Exception as e:  # vLLM raises many types (ValueError, RuntimeError, OOM)

@@ -348,7 +348,7 @@ def train_sft(examples: Sequence[Mapping], *, base_model: str, registry_path: st
         tok.save_pretrained(stage / "model")
         shutil.rmtree(work, ignore_errors=True)
         info = {
-            "base_model": base_model, "base_model_id": spec.model_id(), "base_revision": spec.resolved_revision(),
+            "base_model": base_model, "base_model_id": spec.model_id(), "base_revision": spec.load_revision(),
             "registry": str(registry_path), "role": role,
             "examples_given": len(examples), "examples_used": used,
             "examples_dropped_by_truncation": len(examples) - used, "examples_at_max_length": at_max,

@@ -1,0 +1,270 @@
+"""Pinned, verified sources: what every config downloads, at which revision, with which checksum.
+
+Why: a paper grid is only reproducible if its input bytes and model weights are known; a branch
+name moves, and a model's revision is part of the LLM cache key. ``resources/sources.yaml`` is the
+one list of pins (GitHub files with their git blob ids and sha256, verified against a snapshot of
+the repository; Hugging Face repositories with a commit where one is known, else ``lock``).
+``lock`` means: the first download resolves the default branch to its commit and records it, with
+each file's sha256, in the run's lock file (``Lock``); every later run is pinned to those.
+
+``config_downloads(config)`` lists every download a config implies (benchmark raw files, corpus
+sources, the URLs it names, model weights of the models and retriever models it uses) joined with
+the pins; ``problems`` says which are unpinned. ``convrag sources`` prints both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import functools
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from convrag.errors import ConfigError, DataError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SOURCES_PATH = REPO_ROOT / "resources" / "sources.yaml"
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+LOCK = "lock"  # a revision resolved at the first download and recorded in the lock file
+LOCK_ENV = "CONVRAG_SOURCES_LOCK"  # the lock file of this run (set by the workflow for every job)
+GITHUB_RAW = re.compile(r"^https://raw\.githubusercontent\.com/([^/]+/[^/]+)/([^/]+)/(.+)$")
+
+
+@functools.lru_cache(maxsize=None)
+def load_sources(path: str = str(SOURCES_PATH)) -> dict:
+    return yaml.safe_load(Path(path).read_text()) or {}
+
+
+def is_commit(revision: Any) -> bool:
+    return isinstance(revision, str) and bool(COMMIT.match(revision))
+
+
+def github_pin(repo: str, commit: str, path: str) -> dict[str, Any]:
+    """The pin of one file of a GitHub repository at a commit: {git_blob, bytes, sha256}, each
+    present where known; {} when ``resources/sources.yaml`` does not list it."""
+    commits = (load_sources().get("github", {}).get(repo) or {}).get("commits") or {}
+    return dict((commits.get(commit) or {}).get(path) or {})
+
+
+def github_file(repo: str, commit: str, path: str) -> dict[str, Any]:
+    """Download spec of a file of a GitHub repository: url (raw) and its checksums."""
+    pin = github_pin(repo, commit, path)
+    return {"url": f"https://raw.githubusercontent.com/{repo}/{commit}/{path}", "sha256": pin.get("sha256"),
+            "git_blob": pin.get("git_blob")}
+
+
+def hf_dataset(repo_id: str) -> dict[str, Any]:
+    return dict(load_sources().get("huggingface", {}).get("datasets", {}).get(repo_id) or {})
+
+
+def git_blob_id(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """Git's blob id of a file: sha1 over ``blob <size>\\0`` and the content."""
+    import hashlib
+
+    h = hashlib.sha1(f"blob {os.path.getsize(path)}\0".encode())
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+# ---- the lock file -------------------------------------------------------------------------------
+
+
+class Lock:
+    """The run's lock file (JSON: key -> {revision, sha256, bytes, recorded_at}). A ``lock``
+    revision reads its commit here; the first download or model load writes it. Writes take an
+    exclusive file lock, so parallel download jobs add their entries without losing any."""
+
+    def __init__(self, path: str | os.PathLike | None):
+        self.path = Path(path) if path else None
+
+    @classmethod
+    def from_env(cls) -> "Lock":
+        return cls(os.environ.get(LOCK_ENV) or None)
+
+    def read(self) -> dict[str, dict]:
+        if self.path is None or not self.path.exists():
+            return {}
+        try:
+            return json.loads(self.path.read_text() or "{}")
+        except json.JSONDecodeError as e:
+            raise DataError(f"{self.path}: invalid lock file ({e})") from e
+
+    def get(self, key: str) -> dict | None:
+        return self.read().get(key)
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".flock"), "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def record(self, key: str, entry: dict) -> dict:
+        """Add ``entry`` under ``key``; an existing entry must agree (revision, sha256)."""
+        if self.path is None:
+            return entry
+        from convrag.io import write_json
+
+        with self._exclusive():
+            data = self.read()
+            old = data.get(key)
+            if old is not None:
+                for k in ("revision", "sha256"):
+                    if entry.get(k) and old.get(k) and entry[k] != old[k]:
+                        raise DataError(f"{self.path}: {key} is locked to {k} {old[k]}, but this download got {entry[k]}"
+                                        " (the upstream file or branch changed; delete the entry to accept the new one)")
+                return old
+            data[key] = {**entry, "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+            write_json(self.path, dict(sorted(data.items())))
+            return data[key]
+
+
+def lock_path(config: dict) -> str:
+    """The config's lock file: ``sources_lock``, else ``<results_dir>/sources.lock.json``."""
+    return config.get("sources_lock") or f"{config.get('results_dir', 'results')}/sources.lock.json"
+
+
+def model_revision(kind: str, repo_id: str, revision: str | None, *, lock: Lock | None = None) -> str | None:
+    """The commit to load a Hugging Face model at: ``revision`` if it is one; for ``lock`` the lock
+    file's entry, else the default branch resolved now through huggingface_hub and recorded."""
+    if revision != LOCK:
+        return revision
+    lock = lock or Lock.from_env()
+    key = f"hf-model:{repo_id}"  # one entry per model repository, whatever loads it
+    entry = lock.get(key)
+    if entry:
+        return entry["revision"]
+    try:
+        from huggingface_hub import HfApi
+
+        sha = HfApi().model_info(repo_id).sha
+    except Exception as e:  # offline, unknown repo, auth: say what to do
+        raise ConfigError(f"{kind} {repo_id}: revision 'lock' has no entry in the lock file "
+                          f"({lock.path or 'none: set ' + LOCK_ENV}) and the hub could not resolve it "
+                          f"({type(e).__name__}: {e}); run once with hub access, or pin a commit") from e
+    return lock.record(key, {"revision": sha})["revision"]
+
+
+# ---- what a config downloads ---------------------------------------------------------------------
+
+
+def _walk_strings(obj: Any) -> Iterator[str]:
+    if isinstance(obj, dict):
+        for v in obj.values():
+            yield from _walk_strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _walk_strings(v)
+    elif isinstance(obj, str):
+        yield obj
+
+
+def _url_entry(key: str, url: str, sha256: str | None = None, git_blob: str | None = None) -> dict[str, Any]:
+    m = GITHUB_RAW.match(url)
+    if m:
+        repo, rev, path = m.groups()
+        pin = github_pin(repo, rev, path)
+        return {"key": key, "kind": "github", "repo": repo, "revision": rev, "path": path,
+                "sha256": sha256 or pin.get("sha256"), "git_blob": git_blob or pin.get("git_blob"),
+                "bytes": pin.get("bytes")}
+    return {"key": key, "kind": "url", "repo": url, "revision": None, "path": "", "sha256": sha256,
+            "git_blob": git_blob, "bytes": None}
+
+
+def config_downloads(config: dict, registry: dict | None = None) -> list[dict[str, Any]]:
+    """Every download a (validated) config implies, one dict per file or model: key (the config
+    key it comes from), kind (github / url / hf-dataset / hf-model), repo, revision, path,
+    sha256, git_blob, evidence."""
+    from convrag.config import config_registry
+    from convrag.data.benchmarks import benchmark_loader
+
+    registry = config_registry(config) if registry is None else registry
+    out: list[dict[str, Any]] = []
+    seen_urls: set[str] = set()
+    for name, spec in config.get("benchmarks", {}).items():
+        loader = benchmark_loader(spec["kind"])
+        for fname, f in loader.raw_files(spec).items():
+            if "local" in f:
+                continue
+            key = f"benchmarks.{name} ({fname})"
+            if "url" in f:
+                seen_urls.add(f["url"])
+                e = _url_entry(key, f["url"], f.get("sha256"), f.get("git_blob"))
+                hf = re.match(r"^https://huggingface\.co/datasets/([^/]+/[^/]+)/resolve/([^/]*)/(.+)$", f["url"])
+                if hf:
+                    repo, rev, path = hf.groups()
+                    pin = hf_dataset(repo)
+                    e = {"key": key, "kind": "hf-dataset", "repo": repo, "revision": rev, "path": path,
+                         "sha256": f.get("sha256") or ((pin.get("files") or {}).get(path) or {}).get("sha256"),
+                         "git_blob": None, "evidence": pin.get("evidence")}
+                out.append(e)
+    for name, c in config.get("corpora", {}).items():
+        s = c.get("source")
+        if not s:
+            continue
+        pin = hf_dataset(s["repo_id"])
+        for role in ("questions", "corpus"):
+            out.append({"key": f"corpora.{name}.source ({s[role]})", "kind": "hf-dataset", "repo": s["repo_id"],
+                        "revision": s.get("revision"), "path": s[role],
+                        "sha256": (s.get("sha256") or {}).get(s[role])
+                        or ((pin.get("files") or {}).get(s[role]) or {}).get("sha256"),
+                        "git_blob": None, "evidence": pin.get("evidence")})
+    for v in _walk_strings({k: v for k, v in config.items() if k not in ("benchmarks", "corpora")}):
+        if v.startswith(("https://", "http://")) and v not in seen_urls:
+            seen_urls.add(v)
+            out.append(_url_entry(f"(a URL in the config) {v}", v))
+    used = sorted({v for v in _walk_strings(config) if v in registry})
+    for m in used:
+        spec = registry[m]
+        weights = getattr(spec, "weights", None) or {}
+        if "hf_repo" in weights:
+            out.append({"key": f"model {m} (config/models.yaml)", "kind": "hf-model", "repo": weights["hf_repo"],
+                        "revision": spec.revision, "path": "", "sha256": None, "git_blob": None})
+    for name, r in config.get("retrievers", {}).items():
+        model = (r.get("params") or {}).get("model")
+        if model and "/" in str(model):
+            out.append({"key": f"retrievers.{name}.params.model", "kind": "hf-model", "repo": model,
+                        "revision": (r.get("params") or {}).get("revision", LOCK), "path": "", "sha256": None,
+                        "git_blob": None})
+    return out
+
+
+def problems(entries: list[dict[str, Any]]) -> list[str]:
+    """Each download that is not pinned: a branch name or no revision; a GitHub file without a
+    checksum; a Hugging Face file whose revision is a commit but has no sha256 and no lock (every
+    ``lock`` entry is pinned at its first download)."""
+    out = []
+    for e in entries:
+        rev = e["revision"]
+        if e["kind"] == "url":
+            if not (e["sha256"] or e["git_blob"]):
+                out.append(f"{e['key']}: {e['repo']} has no checksum")
+            continue
+        if rev == LOCK and e["kind"].startswith("hf-"):
+            continue
+        if not is_commit(rev):
+            out.append(f"{e['key']}: revision {rev!r} of {e['repo']} is not a commit (40 hex digits)"
+                       + (" or 'lock'" if e["kind"].startswith("hf-") else ""))
+        elif e["kind"] == "github" and not (e["sha256"] or e["git_blob"]):
+            out.append(f"{e['key']}: {e['repo']}@{rev[:12]} {e['path']} has no checksum in {SOURCES_PATH.name}")
+    return out
+
+
+def describe(e: dict[str, Any]) -> str:
+    check = (f"sha256 {e['sha256'][:12]}" if e.get("sha256") else f"git blob {e['git_blob'][:12]}" if e.get("git_blob")
+             else "recorded at first download (lock file)" if e["revision"] == LOCK or e["kind"].startswith("hf-")
+             else "none")
+    rev = e["revision"] if e["revision"] == LOCK or not e["revision"] else e["revision"][:12]
+    return f"{e['kind']:10} {e['repo']}@{rev} {e['path']}  [{check}]"
