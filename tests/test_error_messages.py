@@ -1,7 +1,6 @@
 """Errors that name what a user must fix: the field, the JSON position, the right line."""
 
 import json
-from pathlib import Path
 
 import pytest
 

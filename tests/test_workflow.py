@@ -62,6 +62,17 @@ def test_every_target_exists(grid):
         assert (grid / OUT / f).exists(), f
 
 
+def test_every_output_is_readable_as_the_umask_says(grid):
+    """Atomic writes go through mkstemp (0600): every file of the run must instead have the read
+    bits a plain open() gives under this umask (under 022: readable by everyone)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    want = 0o444 & ~mask
+    files = [p for p in (grid / "results").rglob("*") if p.is_file() and not p.is_symlink()]
+    private = [str(p.relative_to(grid)) for p in files if p.stat().st_mode & want != want]
+    assert len(files) > 500 and not private, private[:10]
+
+
 def test_the_local_run_forked_its_jobs_from_the_warm_server(grid):
     """warm_start is on in the default: (nearly) every `convrag` job of the run was forked."""
     log = (grid / "results" / "logs" / "convrag-warm.log").read_text()
