@@ -15,9 +15,9 @@ import yaml
 from convrag.config import REPO_ROOT, load_config
 from convrag.data import download
 from convrag.data.download import download_file, download_url
+from convrag.downloads import config_downloads, problems
 from convrag.errors import DataError
-from convrag.sources import (Lock, config_downloads, git_blob_id, github_pin, is_commit, load_sources, model_revision,
-                             problems)
+from convrag.sources import Lock, git_blob_id, github_pin, is_commit, load_sources, model_revision
 
 CONFIGS = sorted([REPO_ROOT / "config" / "config.yaml", *(REPO_ROOT / "config").glob("*/*.yaml")])
 IBM, MAIN = "IBM/mt-rag-benchmark", "cc5b1d481b391181b89f7ced860308482e785463"

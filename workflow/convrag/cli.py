@@ -45,7 +45,7 @@ def cmd_sources(a):
     from pathlib import Path
 
     from convrag.config import REPO_ROOT, load_config
-    from convrag.sources import config_downloads, describe, problems
+    from convrag.downloads import config_downloads, describe, problems
 
     paths = [Path(p) for p in a.configs] or sorted([REPO_ROOT / "config" / "config.yaml",
                                                     *(REPO_ROOT / "config").glob("*/*.yaml")])
