@@ -19,6 +19,10 @@ SCRIPT = textwrap.dedent("""
     from convrag.llm.cache import LLMCache
     from convrag.llm.bundle import _write_zip
     from convrag.retrieval.base import staging_dir
+    from convrag.data.download import download_url
+    from convrag.io import temp_dir
+    from convrag.report.figures import _figure, save_figure
+    from convrag.sources import Lock
 
     out = Path(sys.argv[1])
     write_json(out / "t.json", {"a": 1})
@@ -31,12 +35,22 @@ SCRIPT = textwrap.dedent("""
     _write_zip(out / "b.zip", [("m.json", b"{}")])
     with staging_dir(out / "index") as tmp:
         (tmp / "manifest.json").write_text("{}")
+    # a download and its sidecar (the file:// URL goes through the same atomic write), the lock file
+    (out / "src.txt").write_text("payload")
+    download_url((out / "src.txt").as_uri(), out / "dl" / "f.txt", retries=1)
+    Lock(out / "sources.lock.json").record("k", {"revision": "0" * 40, "sha256": "1" * 64})
+    fig = _figure(figsize=(2, 2))
+    fig.subplots().plot([0, 1], [0, 1])
+    save_figure(fig, out / "fig" / "plot")
+    (temp_dir(out, prefix="staged.") / "page.html").write_text("x")  # coral pages, converted models
     print(json.dumps({str(p.relative_to(out)): oct(stat.S_IMODE(p.stat().st_mode))
                       for p in sorted(out.rglob("*"))}))
 """)
 
 
-@pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o022, "0o644", "0o755"), (0o027, "0o640", "0o750")])
+# 002 too: SQLite creates its database 0644 & ~umask, which only a group-writable umask tells apart
+@pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o022, "0o644", "0o755"), (0o027, "0o640", "0o750"),
+                                                        (0o002, "0o664", "0o775")])
 def test_every_output_gets_the_umask_mode(tmp_path, umask, file_mode, dir_mode):
     out = tmp_path / "out"
     out.mkdir()
@@ -46,8 +60,11 @@ def test_every_output_gets_the_umask_mode(tmp_path, umask, file_mode, dir_mode):
     modes = json.loads(proc.stdout.strip().splitlines()[-1])
     files = {p: m for p, m in modes.items() if not (out / p).is_dir()}
     dirs = {p: m for p, m in modes.items() if (out / p).is_dir()}
-    for name in ("t.json", "t.jsonl", "t.parquet", "t.md", "cache/llm.sqlite", "b.zip", "index/manifest.json"):
+    for name in ("t.json", "t.jsonl", "t.parquet", "t.md", "cache/llm.sqlite", "cache/llm.sqlite-wal",
+                 "cache/llm.sqlite-shm", "b.zip", "index/manifest.json", "dl/f.txt", "dl/f.txt.sha256",
+                 "sources.lock.json", "sources.lock.json.flock", "fig/plot.png", "fig/plot.pdf"):
         assert name in files, sorted(modes)
-    assert set(files.values()) == {file_mode}, files  # the SQLite -wal/-shm files included
-    assert dirs["index"] == dir_mode and dirs["cache"] == dir_mode, dirs
-    assert any(p.endswith("-wal") for p in files), sorted(files)
+    assert set(files.values()) == {file_mode}, files
+    assert len(dirs) == 5 and set(dirs.values()) == {dir_mode}, dirs  # cache, index, dl, fig, the staged one
+    assert any(p.startswith("staged.") for p in dirs), dirs
+    assert not [p for p in modes if p.startswith(".") or ".tmp" in p], modes  # no temporary left behind

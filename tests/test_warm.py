@@ -123,6 +123,19 @@ def test_no_server_or_a_refusal_means_a_cold_start(server, tmp_path, monkeypatch
     assert warm.delegate(["x"]) is None
 
 
+def test_the_forked_child_takes_the_clients_umask(server, tmp_path):
+    """The server's umask (and convrag.io's copy of it, read when the server imported it) is not
+    the job's: the child writes as the client would have, atomic writes and plain open() alike."""
+    mask = os.umask(0)
+    os.umask(mask)  # the server's, inherited from this process
+    job_mask, want = (0o022, "0o644") if mask == 0o027 else (0o027, "0o640")
+    proc, sock = server("warm_helpers:modes", "convrag.io")
+    r = _client(sock, str(tmp_path), cwd=tmp_path, preexec_fn=lambda: os.umask(job_mask))
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(r.stdout)
+    assert seen == {"ppid": proc.pid, "umask": job_mask, "atomic.json": want, "plain.txt": want}
+
+
 def test_fingerprint_changes_when_a_module_changes(tmp_path, monkeypatch):
     before = warm.fingerprint()
     assert warm.fingerprint() == before

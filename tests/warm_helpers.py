@@ -27,3 +27,19 @@ def sleep(argv):
         fh.write(str(os.getpid()))
     time.sleep(120)
     return 0
+
+
+def modes(argv):
+    """Write one file through convrag.io and one with plain open() into argv[0]; print the
+    modes, the child's parent and the umask convrag.io follows."""
+    import stat
+
+    from convrag.io import process_umask, write_json
+
+    out = argv[0]
+    write_json(os.path.join(out, "atomic.json"), {})
+    with open(os.path.join(out, "plain.txt"), "w") as fh:
+        fh.write("x")
+    modes = {f: oct(stat.S_IMODE(os.stat(os.path.join(out, f)).st_mode)) for f in ("atomic.json", "plain.txt")}
+    print(json.dumps({"ppid": os.getppid(), "umask": process_umask(), **modes}))
+    return 0

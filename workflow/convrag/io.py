@@ -20,8 +20,11 @@ from convrag.errors import DataError
 
 
 def umask() -> int:
-    """The process's umask, read without changing it where the OS tells (Linux: /proc), else by
-    setting and restoring it (process-wide for an instant; called once per process, at import)."""
+    """The process's umask, read without changing it where the OS tells (Linux >= 4.7:
+    ``/proc/self/status``), else by setting and restoring it. The umask is process-wide, so the
+    fallback changes it for every thread for an instant: it is called once, at import (under
+    the import lock, before a job starts threads), and sets 022 rather than 0 meanwhile, so a
+    file another thread might create in that instant is never group- or world-writable."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
@@ -33,7 +36,21 @@ def umask() -> int:
     return old
 
 
-_UMASK = umask()
+_UMASK = umask()  # read once; ``public_mode`` only reads it, from any thread
+
+
+def process_umask() -> int:
+    """The umask this process's outputs follow (read at import, or set by ``adopt_umask``)."""
+    return _UMASK
+
+
+def adopt_umask(mask: int) -> None:
+    """Take ``mask`` as this process's umask, for ``open()`` and ``public_mode`` alike: a job
+    forked from the warm server (convrag.warm) takes its client's umask, as a fresh process
+    would. Call it before the job starts threads."""
+    global _UMASK
+    os.umask(mask)
+    _UMASK = mask
 
 
 def public_mode(path: str | os.PathLike) -> None:

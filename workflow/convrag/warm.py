@@ -4,8 +4,8 @@ instead of importing them again (3-6 s of every model or embedding job's start o
 CPU, a fifth of the default run's job-seconds; issue 14).
 
 The job's client (the `convrag ...` of a rule's shell line) hands its argv, working directory,
-environment and standard streams (fds 0-2 over SCM_RIGHTS) to the server, which forks; the
-child applies them and runs ``convrag.cli.main(argv)`` as a fresh process would, then sends
+environment, umask and standard streams (fds 0-2 over SCM_RIGHTS) to the server, which forks;
+the child applies them and runs ``convrag.cli.main(argv)`` as a fresh process would, then sends
 its exit status. The client forwards SIGINT, SIGTERM and SIGHUP to the child, and a child
 whose client vanished (job killed) exits at once. Whenever anything is unusual (no server,
 another Python environment, the package's code changed since the server started) the client
@@ -94,7 +94,10 @@ def delegate(argv: list[str]) -> int | None:
         conn.close()
         return None  # no server (it idled out, or this job runs elsewhere): a cold start
     with conn:
-        req = json.dumps({**_identity(), "argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+        from convrag.io import process_umask  # light: json, tempfile, pathlib
+
+        req = json.dumps({**_identity(), "argv": argv, "cwd": os.getcwd(), "env": dict(os.environ),
+                          "umask": process_umask()}).encode()
         try:
             socket.send_fds(conn, [_HEADER.pack(len(req))], [0, 1, 2])
             conn.sendall(req)
@@ -164,6 +167,10 @@ def _run_child(conn: socket.socket, fds: list[int], req: dict, entry, torch_defa
             os.close(fd)
         sys.stdout.reconfigure(line_buffering=os.isatty(1))
         os.chdir(req["cwd"])
+        if isinstance(req.get("umask"), int):  # the client's, for open() and convrag.io's outputs alike
+            from convrag.io import adopt_umask
+
+            adopt_umask(req["umask"])
         os.environ.clear()
         os.environ.update(req["env"])
         _threads(req["env"], torch_default)

@@ -66,7 +66,10 @@ class LLMCache:
             conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
             try:
                 if new:  # SQLite creates 0644 & ~umask; -wal/-shm files copy the database's mode
-                    public_mode(self.path)
+                    try:
+                        public_mode(self.path)
+                    except PermissionError:  # another user's process created it first: its mode stands
+                        pass
                 conn.execute(f"PRAGMA busy_timeout={int(self.timeout_s * 1000)}")
                 journal = os.environ.get("CONVRAG_CACHE_JOURNAL", "WAL").upper()
                 conn.execute(f"PRAGMA journal_mode={journal}")

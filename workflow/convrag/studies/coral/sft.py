@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
 import time
@@ -316,7 +315,6 @@ def train_sft(examples: Sequence[Mapping], *, base_model: str, registry_path: st
             else "gradient_checkpointing")
 
     with staging_dir(out_dir) as stage:
-        os.chmod(stage, 0o755)  # a model folder others may read (mkdtemp makes it private)
         work = stage / "trainer"  # the Trainer's output_dir: nothing is saved there (save_strategy "no")
         args = SFTConfig(
             output_dir=str(work), num_train_epochs=float(epochs), max_steps=max_steps if max_steps else -1,
