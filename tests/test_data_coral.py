@@ -267,7 +267,9 @@ def test_conversation_file_that_is_not_json(tmp_path):
     bad = text.replace('"question": "And then?"', '"question": And then?', 1)
     p.write_text(bad, encoding="utf-8")
     line = bad[: bad.index("And then?")].count("\n") + 1
-    with pytest.raises(DataError, match=rf"^{re.escape(str(p))}:{line}: invalid JSON \(Expecting value\)"):
+    col = len(bad[: bad.index("And then?")].rsplit("\n", 1)[-1]) + 1
+    with pytest.raises(DataError, match=rf"^{re.escape(str(p))}:{line}: invalid JSON \(Expecting value: "
+                                        rf"line {line} column {col}\)"):
         load_coral(p)
     p.write_text(text[:-40], encoding="utf-8")  # cut short
     with pytest.raises(DataError, match=rf"^{re.escape(str(p))}:\d+: invalid JSON"):
@@ -449,7 +451,8 @@ def test_passage_corpus_formats_stream(tmp_path, monkeypatch):
     assert next(it) == want[0] and stats["passages"] == 1  # a generator: one record at a time
     assert list(it) == want[1:] and stats["ignored:x"] == 1 and stats["titles"] == 1
     b.write_text('[{"ref_id": 1, "ref_string": "one"},\n {"ref_id": 2 "ref_string": "two"}]')
-    with pytest.raises(DataError, match=rf"^{re.escape(str(b))}:2: invalid JSON \(Expecting ',' delimiter\)"):
+    with pytest.raises(DataError, match=rf"^{re.escape(str(b))}:2: invalid JSON \(Expecting ',' delimiter: "
+                                        r"line 2 column 15\)"):
         load_passages(b)
 
 

@@ -226,6 +226,11 @@ def _iter_array(fh, buf: str, path: Path, decode: Decoder) -> Iterator[tuple[int
 
     pos = _ws(buf, 0) + 1  # just after '['
     mark, line = 0, 1      # the line number at index ``mark`` of ``buf``
+    col0 = 1               # the column of ``buf[0]`` (not 1 once done-with text is dropped)
+
+    def column(i: int) -> int:
+        nl = buf.rfind("\n", 0, i)
+        return i - nl if nl >= 0 else col0 + i
     first = True
     while True:
         try:
@@ -242,7 +247,8 @@ def _iter_array(fh, buf: str, path: Path, decode: Decoder) -> Iterator[tuple[int
             if not eof and more():
                 continue
             at, msg = (e.pos, e.msg) if isinstance(e, json.JSONDecodeError) else (len(buf), "unexpected end of file")
-            raise DataError(f"{path}:{line + buf.count(chr(10), mark, at)}: invalid JSON ({msg})") from None
+            at_line = line + buf.count(chr(10), mark, at)
+            raise DataError(f"{path}:{at_line}: invalid JSON ({msg}: line {at_line} column {column(at)})") from None
         line += buf.count("\n", mark, start)
         mark = start
         turn_lines = None
@@ -258,7 +264,8 @@ def _iter_array(fh, buf: str, path: Path, decode: Decoder) -> Iterator[tuple[int
         if delim == "]":
             end = pos
             break
-        if mark > _CHUNK:  # drop what is done with, keeping the line count
+        if mark > _CHUNK:  # drop what is done with, keeping the line count and the column
+            col0 = column(mark)
             buf, pos, mark = buf[mark:], pos - mark, 0
     tail_line = line + buf.count("\n", mark, end)
     rest = buf[end:]
@@ -444,6 +451,7 @@ def read_coral_qrels(path: str | Path) -> tuple[dict[str, dict[str, int]], dict[
         raise DataError(f"{path}: file not found") from e
     with fh:
         header_seen = False
+        width = width_line = None  # the column count of the first row, which every row keeps
         for lineno, raw in enumerate(fh, start=1):
             cols = raw.split()
             if not cols:
@@ -451,6 +459,9 @@ def read_coral_qrels(path: str | Path) -> tuple[dict[str, dict[str, int]], dict[
             if not header_seen and not rows and len(cols) == 3 and not _is_int(cols[2]):
                 header_seen = True  # BEIR header "query-id corpus-id score"
                 continue
+            if width is not None and len(cols) != width:  # one format a file: a TREC row that lost a column
+                fmt = "'qid iter pid rel' (TREC" if width == 4 else "'query-id corpus-id score' (BEIR"
+                raise DataError(f"{path}:{lineno}: expected {fmt}, as line {width_line}), got {len(cols)} columns")
             if len(cols) == 4:
                 qid, pid, rel = cols[0], cols[2], cols[3]
             elif len(cols) == 3:
@@ -458,6 +469,8 @@ def read_coral_qrels(path: str | Path) -> tuple[dict[str, dict[str, int]], dict[
             else:
                 raise DataError(f"{path}:{lineno}: expected 'qid iter pid rel' (TREC) or 'query-id corpus-id score', "
                                 f"got {len(cols)} columns")
+            if width is None:
+                width, width_line = len(cols), lineno
             if not _is_int(rel):
                 raise DataError(f"{path}:{lineno}: field 'rel': relevance {rel!r} is not an integer")
             if (qid, pid) in where_row:
@@ -582,12 +595,16 @@ def load_coral(conversations: str | Path, *, qrels: str | Path | None = None, re
             positive = {p for p, r in docs.items() if r > 0}
             if positive != set(t["pids"]):
                 mismatches += 1
-                if strict:  # the line of the first row the conversation does not name, else the qid's first
+                if strict:  # the row of a pid the conversation does not name, else of a golden pid with
+                    # relevance <= 0, else the qid's first row (a golden pid has no row at all)
                     extra = sorted(positive - set(t["pids"]), key=_num)
-                    line = row_line[(sid, extra[0])] if extra else qline.get(sid)
+                    lacking = sorted(set(t["pids"]) - positive, key=_num)
+                    bad = extra or [p for p in lacking if (sid, p) in row_line]
+                    line = row_line[(sid, bad[0])] if bad else qline.get(sid)
                     at = f"{qpath}:{line}" if line else f"{qpath} (no rows)"
+                    norow = "" if bad or not lacking else f" (no row for passage '{lacking[0]}')"
                     raise DataError(f"{tw(sid)}: field 'golden_docs_pids' {t['pids']} differs from the qrels of "
-                                    f"'{sid}' in {at}: {sorted(positive, key=_num)}")
+                                    f"'{sid}' in {at}: {sorted(positive, key=_num)}{norow}")
             gold[sid] = dict(docs)
         qreport = {"qrels_rows": rows, "qrels_turns": sum(sid in turns for sid in q), "qrels_mismatches": mismatches,
                    "unknown_qrels_ids": len(unknown), "unknown_qrels_ids_list": unknown[:20],
