@@ -96,7 +96,8 @@ MSG = [{"role": "user", "content": "hi"}]
 def test_llm_constructor_args(fake_vllm, spec):
     VLLMBackend(spec)
     kw = FakeLLM.instances[0].kwargs
-    assert kw == {"model": "Qwen/Qwen2.5-7B-Instruct", "revision": "abc123", "tensor_parallel_size": 2,
+    assert kw == {"model": "Qwen/Qwen2.5-7B-Instruct", "revision": "abc123", "tokenizer_revision": "abc123",
+                  "tensor_parallel_size": 2,
                   "gpu_memory_utilization": 0.85, "max_model_len": 4096, "dtype": "bfloat16", "seed": 0,
                   "enable_prefix_caching": True}  # on explicitly (issue 14)
 

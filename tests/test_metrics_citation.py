@@ -385,17 +385,18 @@ def test_t5_entail_input_format_and_decoding(monkeypatch):
             return ["1" if "good" in t else "0" if "bad" in t else " 1" for t in seen["batches"][-1]]
 
     fake = types.SimpleNamespace(
-        AutoTokenizer=types.SimpleNamespace(from_pretrained=lambda name, use_fast=None: seen.update(
-            tok=(name, use_fast)) or Tok()),
-        AutoModelForSeq2SeqLM=types.SimpleNamespace(from_pretrained=lambda name, dtype=None: seen.update(
-            model=(name, dtype)) or Model()),
+        AutoTokenizer=types.SimpleNamespace(from_pretrained=lambda name, use_fast=None, revision=None: seen.update(
+            tok=(name, use_fast, revision)) or Tok()),
+        AutoModelForSeq2SeqLM=types.SimpleNamespace(from_pretrained=lambda name, dtype=None, revision=None: seen.update(
+            model=(name, dtype, revision)) or Model()),
     )
     monkeypatch.setitem(sys.modules, "transformers", fake)
     ent = t5_entail(device="cpu", batch_size=2)
     out = ent(["P1", "P2 long premise", "P3"], ["good", "bad", "other"])
     assert out == [True, False, False]  # exactly "1" only
-    assert seen["tok"] == ("google/t5_xxl_true_nli_mixture", False)
-    assert seen["model"] == ("google/t5_xxl_true_nli_mixture", torch.bfloat16) and seen["max_new_tokens"] == 10
+    pin = "aa6cfe1dd4257853bfdd772992045f41bfc14988"  # resources/sources.yaml: never the default branch
+    assert seen["tok"] == ("google/t5_xxl_true_nli_mixture", False, pin)
+    assert seen["model"] == ("google/t5_xxl_true_nli_mixture", torch.bfloat16, pin) and seen["max_new_tokens"] == 10
     assert seen["batches"][0][0] == "premise: P2 long premise hypothesis: bad"  # longest first
     assert sorted(t for b in seen["batches"] for t in b) == sorted(
         true_nli_input(p, h) for p, h in [("P1", "good"), ("P2 long premise", "bad"), ("P3", "other")])

@@ -1,7 +1,13 @@
 """What a config downloads, joined with the pins of ``resources/sources.yaml`` (convrag.sources):
 ``config_downloads`` lists every download a config implies (benchmark raw files, corpus sources,
-the URLs it names, the weights of the models and retriever models it uses); ``problems`` says
-which are unpinned; ``convrag sources`` prints both for every config in ``config/``.
+the URLs it names, the weights of the models it uses: registry models, dense / sparse retrievers'
+models, graph retrievers' and the knowledge graph's encoders, the models a metric loads);
+``problems`` says which are unpinned; ``convrag sources`` prints both for every config in
+``config/``.
+
+A Hugging Face repository must be listed in ``resources/sources.yaml`` (its revision, with the
+evidence), and a revision the config states must be the one listed there: the list is the one
+place where a reader of a paper run finds what it downloaded.
 """
 
 from __future__ import annotations
@@ -9,9 +15,11 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from convrag.sources import LOCK, SOURCES_PATH, github_pin, hf_dataset, is_commit
+from convrag.sources import (LOCK, SOURCES_PATH, github_pin, hf_dataset, hf_model, is_commit, lock_path,
+                             pinned_model_revision)
 
 GITHUB_RAW = re.compile(r"^https://raw\.githubusercontent\.com/([^/]+/[^/]+)/([^/]+)/(.+)$")
+HF_RESOLVE = re.compile(r"^https://huggingface\.co/datasets/([^/]+/[^/]+)/resolve/([^/]*)/(.+)$")
 
 
 def _walk_strings(obj: Any) -> Iterator[str]:
@@ -37,10 +45,48 @@ def _url_entry(key: str, url: str, sha256: str | None = None, git_blob: str | No
             "git_blob": git_blob, "bytes": None}
 
 
+def _is_hub_id(name: Any) -> bool:
+    """``org/name`` (a Hugging Face repository id), not a folder or a packaged model's name."""
+    from pathlib import Path
+
+    return isinstance(name, str) and bool(re.fullmatch(r"[\w.-]+/[\w.-]+", name)) and not Path(name).exists()
+
+
+def _relative(where: str) -> str:
+    """A registry path inside the repository, relative to it (as the configs name it)."""
+    from convrag.sources import REPO_ROOT
+
+    root = str(REPO_ROOT) + "/"
+    return where[len(root):] if where.startswith(root) else where
+
+
+def _model_entry(key: str, repo: str, revision: str | None, stated: bool) -> dict[str, Any]:
+    """A model's weights. ``stated``: the config (or the registry) gives ``revision``; otherwise
+    the model loads at resources/sources.yaml's pin, else the lock file's (``revision`` = lock)."""
+    return {"key": key, "kind": "hf-model", "repo": repo, "revision": revision, "stated": stated, "path": "",
+            "sha256": None, "git_blob": None, "evidence": hf_model(repo).get("evidence")}
+
+
+def _metric_models(config: dict) -> Iterator[tuple[str, str]]:
+    """(config key, hub repository) of the models a metric loads by itself."""
+    from convrag.metrics.citation import TRUE_T5
+
+    coral = config.get("coral") or {}
+    if ((coral.get("evaluation") or {}).get("nli")) == "true_t5":
+        yield "coral.evaluation.nli", TRUE_T5
+    bertscore = ((config.get("mtrag_un") or {}).get("evaluation") or {}).get("bertscore")
+    if bertscore is not None:
+        from convrag.studies.mtrag_un.evaluate import bertscore_config
+
+        model = bertscore_config(bertscore).get("model_type")
+        if _is_hub_id(model):
+            yield "mtrag_un.evaluation.bertscore", model
+
+
 def config_downloads(config: dict, registry: dict | None = None) -> list[dict[str, Any]]:
     """Every download a (validated) config implies, one dict per file or model: key (the config
     key it comes from), kind (github / url / hf-dataset / hf-model), repo, revision, path,
-    sha256, git_blob, evidence."""
+    sha256, git_blob, evidence, lock (the lock file a ``lock`` revision is recorded in)."""
     from convrag.config import config_registry
     from convrag.data.benchmarks import benchmark_loader
 
@@ -56,7 +102,7 @@ def config_downloads(config: dict, registry: dict | None = None) -> list[dict[st
             if "url" in f:
                 seen_urls.add(f["url"])
                 e = _url_entry(key, f["url"], f.get("sha256"), f.get("git_blob"))
-                hf = re.match(r"^https://huggingface\.co/datasets/([^/]+/[^/]+)/resolve/([^/]*)/(.+)$", f["url"])
+                hf = HF_RESOLVE.match(f["url"])
                 if hf:
                     repo, rev, path = hf.groups()
                     pin = hf_dataset(repo)
@@ -84,21 +130,33 @@ def config_downloads(config: dict, registry: dict | None = None) -> list[dict[st
         spec = registry[m]
         weights = getattr(spec, "weights", None) or {}
         if "hf_repo" in weights:
-            out.append({"key": f"model {m} (config/models.yaml)", "kind": "hf-model", "repo": weights["hf_repo"],
-                        "revision": spec.revision, "path": "", "sha256": None, "git_blob": None})
+            where = spec.where("revision") if hasattr(spec, "where") else f"models.yaml: {m}.revision"
+            out.append(_model_entry(f"model {m} ({_relative(where)})", weights["hf_repo"], spec.revision, True))
     for name, r in config.get("retrievers", {}).items():
-        model = (r.get("params") or {}).get("model")
-        if model and "/" in str(model):
-            out.append({"key": f"retrievers.{name}.params.model", "kind": "hf-model", "repo": model,
-                        "revision": (r.get("params") or {}).get("revision", LOCK), "path": "", "sha256": None,
-                        "git_blob": None})
+        params = r.get("params") or {}
+        if _is_hub_id(params.get("model")):  # dense / sparse: params.revision, default lock
+            out.append(_model_entry(f"retrievers.{name}.params.model", params["model"],
+                                    params.get("revision", LOCK), "revision" in params))
+        if _is_hub_id(params.get("embedding")):  # a graph retriever's encoder: no revision key
+            out.append(_model_entry(f"retrievers.{name}.params.embedding", params["embedding"], LOCK, False))
+    kg = (config.get("knowledge_graph") or {}).get("embedding")
+    if _is_hub_id(kg):
+        out.append(_model_entry("knowledge_graph.embedding", kg, LOCK, False))
+    for key, repo in _metric_models(config):
+        out.append(_model_entry(key, repo, LOCK, False))
+    for e in out:
+        if e["kind"] == "hf-model" and e["revision"] == LOCK:
+            e["revision"] = pinned_model_revision(e["repo"])  # what model_revision loads
+        if e["revision"] == LOCK:
+            e["lock"] = lock_path(config)
     return out
 
 
 def problems(entries: list[dict[str, Any]]) -> list[str]:
-    """Each download that is not pinned: a branch name or no revision; a GitHub file without a
-    checksum; a Hugging Face file whose revision is a commit but has no sha256 and no lock (every
-    ``lock`` entry is pinned at its first download)."""
+    """Each download that is not pinned, naming its config key: a branch name or no revision; a
+    GitHub file or URL without a checksum; a Hugging Face repository that resources/sources.yaml
+    does not list, or whose revision there differs from the config's (every ``lock`` entry is
+    pinned at its first download, in the lock file)."""
     out = []
     for e in entries:
         rev = e["revision"]
@@ -106,19 +164,27 @@ def problems(entries: list[dict[str, Any]]) -> list[str]:
             if not (e["sha256"] or e["git_blob"]):
                 out.append(f"{e['key']}: {e['repo']} has no checksum")
             continue
-        if rev == LOCK and e["kind"].startswith("hf-"):
-            continue
-        if not is_commit(rev):
+        hf = e["kind"].startswith("hf-")
+        if not (is_commit(rev) or (hf and rev == LOCK)):
             out.append(f"{e['key']}: revision {rev!r} of {e['repo']} is not a commit (40 hex digits)"
-                       + (" or 'lock'" if e["kind"].startswith("hf-") else ""))
+                       + (" or 'lock'" if hf else ""))
         elif e["kind"] == "github" and not (e["sha256"] or e["git_blob"]):
             out.append(f"{e['key']}: {e['repo']}@{rev[:12]} {e['path']} has no checksum in {SOURCES_PATH.name}")
+        elif hf:
+            listed = (hf_model if e["kind"] == "hf-model" else hf_dataset)(e["repo"]).get("revision")
+            if listed is None:
+                out.append(f"{e['key']}: {e['repo']} is not listed in {SOURCES_PATH.name} (its revision and the "
+                           "evidence for it)")
+            elif listed != rev:
+                out.append(f"{e['key']}: revision {rev!r} of {e['repo']}, but {SOURCES_PATH.name} lists {listed!r}")
     return out
 
 
 def describe(e: dict[str, Any]) -> str:
+    lock = f"recorded at first download: {e.get('lock') or 'the lock file'}"
     check = (f"sha256 {e['sha256'][:12]}" if e.get("sha256") else f"git blob {e['git_blob'][:12]}" if e.get("git_blob")
-             else "recorded at first download (lock file)" if e["revision"] == LOCK or e["kind"].startswith("hf-")
+             else lock if e["revision"] == LOCK
+             else "the commit pins every file" if e["kind"] == "hf-model" and is_commit(e["revision"])
              else "none")
     rev = e["revision"] if e["revision"] == LOCK or not e["revision"] else e["revision"][:12]
     return f"{e['kind']:10} {e['repo']}@{rev} {e['path']}  [{check}]"

@@ -59,6 +59,20 @@ def hf_dataset(repo_id: str) -> dict[str, Any]:
     return dict(load_sources().get("huggingface", {}).get("datasets", {}).get(repo_id) or {})
 
 
+def hf_model(repo_id: str) -> dict[str, Any]:
+    """The entry of a model repository in ``resources/sources.yaml`` ({revision, evidence}); {}
+    when it is not listed."""
+    return dict(load_sources().get("huggingface", {}).get("models", {}).get(repo_id) or {})
+
+
+def pinned_model_revision(repo_id: str) -> str:
+    """The revision ``resources/sources.yaml`` gives a model repository (a commit), else ``lock``:
+    what a model loaded without a config revision (a metric's model, a graph retriever's
+    encoder) is loaded at."""
+    rev = hf_model(repo_id).get("revision")
+    return rev if is_commit(rev) else LOCK
+
+
 def git_blob_id(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     """Git's blob id of a file: sha1 over ``blob <size>\\0`` and the content."""
     import hashlib
@@ -134,10 +148,13 @@ def lock_path(config: dict) -> str:
 
 
 def model_revision(kind: str, repo_id: str, revision: str | None, *, lock: Lock | None = None) -> str | None:
-    """The commit to load a Hugging Face model at: ``revision`` if it is one; for ``lock`` the lock
-    file's entry, else the default branch resolved now through huggingface_hub and recorded."""
+    """The commit to load a Hugging Face model at: ``revision`` if it is one; for ``lock`` the
+    commit ``resources/sources.yaml`` pins for the repository, else the lock file's entry, else the
+    default branch resolved now through huggingface_hub and recorded in the lock file."""
     if revision != LOCK:
         return revision
+    if is_commit(pinned := pinned_model_revision(repo_id)):
+        return pinned
     lock = lock or Lock.from_env()
     key = f"hf-model:{repo_id}"  # one entry per model repository, whatever loads it
     entry = lock.get(key)

@@ -67,11 +67,13 @@ class ModelSpec:
 
     def resolved_revision(self) -> str | None:
         """The revision, defaulting to the weights package's version for packaged weights; a
-        ``lock`` revision's commit where the run's lock file has it (else ``lock``: what a plan or
-        a table shows before the first load)."""
+        ``lock`` revision's commit: resources/sources.yaml's pin, else the run's lock file's entry
+        (else ``lock``: what a plan or a table shows before the first load)."""
         if self.revision == "lock" and self.weights and "hf_repo" in self.weights:
-            from convrag.sources import Lock
+            from convrag.sources import Lock, is_commit, pinned_model_revision
 
+            if is_commit(pinned := pinned_model_revision(self.weights["hf_repo"])):
+                return pinned
             entry = Lock.from_env().get(f"hf-model:{self.weights['hf_repo']}")
             return entry["revision"] if entry else "lock"
         if self.revision:

@@ -468,9 +468,13 @@ def t5_entail(model_name: str = TRUE_T5, device: str | None = None, batch_size: 
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
         if not state:
+            from convrag.sources import LOCK, model_revision
+
             dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-            state["tok"] = AutoTokenizer.from_pretrained(model_name, use_fast=False)
-            state["model"] = AutoModelForSeq2SeqLM.from_pretrained(model_name, dtype=torch.bfloat16).to(dev).eval()
+            # a hub model at the commit resources/sources.yaml pins (else the lock file's), not the branch
+            kw = {} if Path(model_name).is_dir() else {"revision": model_revision("NLI model", model_name, LOCK)}
+            state["tok"] = AutoTokenizer.from_pretrained(model_name, use_fast=False, **kw)
+            state["model"] = AutoModelForSeq2SeqLM.from_pretrained(model_name, dtype=torch.bfloat16, **kw).to(dev).eval()
         tok, model = state["tok"], state["model"]
         texts = [true_nli_input(p, h) for p, h in zip(premises, hypotheses)]
         order = sorted(range(len(texts)), key=lambda k: -len(texts[k]))

@@ -149,6 +149,19 @@ def resolve_bertscore_model(model_type: str) -> str:
     return resolve_model(model_type) if model_type in PACKAGED else model_type
 
 
+def pinned_snapshot(repo_id: str) -> str:
+    """A hub model's folder at the commit resources/sources.yaml pins for it (else the run's lock
+    file's; ``convrag.sources.model_revision``): bert-score loads a model by name at the default
+    branch, so it is given this folder instead (weights, config and tokenizer files only)."""
+    from huggingface_hub import snapshot_download
+
+    from convrag.sources import LOCK, model_revision
+
+    rev = model_revision("BERTScore model", repo_id, LOCK)
+    return snapshot_download(repo_id, revision=rev, allow_patterns=[
+        "*.json", "*.txt", "*.model", "*.safetensors", "pytorch_model*.bin", "bpe*", "vocab*", "merges*"])
+
+
 def bertscore_tokenizer(model_type: str, use_fast: bool = False):
     """The tokenizer bert-score would load, made to encode as bert-score did under transformers 4.
 
@@ -255,6 +268,8 @@ def bertscore_parts(
             )
         baseline_path = base
     model_path = resolve_bertscore_model(model_type)
+    if model_path == model_type and "/" in model_type and not os.path.isdir(model_type):
+        model_path = pinned_snapshot(model_type)  # a hub model: at its pinned commit
 
     # (item, slot) -> pair index; slot -1 = recall vs reference, j >= 0 = passage j
     cands: list[str] = []

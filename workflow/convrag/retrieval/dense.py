@@ -77,13 +77,14 @@ def load_encoder(name: str, device: str, revision: str | None = None):
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from convrag.sources import model_revision
+    from convrag.sources import LOCK, model_revision
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     hub = name not in PACKAGED and not Path(name).exists()
     try:
-        kw = {"revision": model_revision("retriever model", name, revision)} if hub and revision else {}
+        # a hub model is never loaded at a branch: no revision = the sources.yaml pin / lock file
+        kw = {"revision": model_revision("retriever model", name, revision or LOCK)} if hub else {}
         return SentenceTransformer(resolve_model(name), device=device, **kw)
     except ConfigError:
         raise

@@ -98,12 +98,13 @@ def _encoder(name: str, device: str, max_length: int | None, revision: str | Non
     import torch
     from sentence_transformers import SparseEncoder
 
-    from convrag.sources import model_revision
+    from convrag.sources import LOCK, model_revision
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        kw = {"revision": model_revision("retriever model", name, revision)} if revision and not Path(name).exists() else {}
+        hub = not Path(name).exists()  # no revision = the sources.yaml pin / lock file, never a branch
+        kw = {"revision": model_revision("retriever model", name, revision or LOCK)} if hub else {}
         model = SparseEncoder(name, device=device, **kw)
     except Exception as e:
         raise ModelError(f"sparse model '{name}' could not be loaded: {e}") from e

@@ -85,6 +85,7 @@ class VLLMBackend:
             kwargs["max_model_len"] = spec.max_model_len
         if spec.revision and "hf_repo" in (spec.weights or {}):
             kwargs["revision"] = spec.load_revision()  # a `lock` revision: its recorded commit
+            kwargs["tokenizer_revision"] = kwargs["revision"]  # the chat template too, not the branch's
         try:
             self.llm = vllm.LLM(**kwargs)
         except Exception as e:  # vLLM raises many types (ValueError, RuntimeError, OOM)
