@@ -262,3 +262,14 @@ def test_the_study_stages_on_the_official_pilot(shared_data, tmp_path):
             assert c.loc[f"{rung}|{t.task_id}", "ndcg10"] == pytest.approx(dcg / ideal, abs=1e-9), (rung, t.task_id)
     hist = c[c["set"] == "bm25_hist"]
     assert len(hist) == len(scored) and (c.loc[c["set"] == "gold", "qrels_label"] == "all").all()
+
+
+def test_gold_context_of_a_corpus_sample_shows_the_gold_it_has():
+    """With allow_missing_gold (a corpus sample) a gold id may lack its text: the gold context
+    shows the gold passages the corpus has; a retrieved id without text is still an error."""
+    t = _task("d/c_turn_1", "d/c", 1, "q", ["g", "gone"])
+    df, items = build_contexts("s", [t], {"r": {"d/c_turn_1": {"g": 1.0}}}, {"g": "gold"}, 5, None)
+    gold = {i["context_id"]: i for i in items}["gold|d/c_turn_1"]
+    assert gold["passages"] == ["gold"]
+    row = df.set_index("context_id").loc["gold|d/c_turn_1"]
+    assert row["doc_ids"] == ["g"] and row["n_gold"] == 2 and row["qrels_label"] == "part"
