@@ -35,6 +35,10 @@ SCRIPT = textwrap.dedent("""
     _write_zip(out / "b.zip", [("m.json", b"{}")])
     with staging_dir(out / "index") as tmp:
         (tmp / "manifest.json").write_text("{}")
+        import torch
+        from safetensors.torch import save_file
+        (tmp / "model").mkdir()
+        save_file({"w": torch.zeros(2)}, str(tmp / "model" / "model.safetensors"))  # safetensors writes 0600
     # a download and its sidecar (the file:// URL goes through the same atomic write), the lock file
     (out / "src.txt").write_text("payload")
     download_url((out / "src.txt").as_uri(), out / "dl" / "f.txt", retries=1)
@@ -61,10 +65,11 @@ def test_every_output_gets_the_umask_mode(tmp_path, umask, file_mode, dir_mode):
     files = {p: m for p, m in modes.items() if not (out / p).is_dir()}
     dirs = {p: m for p, m in modes.items() if (out / p).is_dir()}
     for name in ("t.json", "t.jsonl", "t.parquet", "t.md", "cache/llm.sqlite", "cache/llm.sqlite-wal",
-                 "cache/llm.sqlite-shm", "b.zip", "index/manifest.json", "dl/f.txt", "dl/f.txt.sha256",
+                 "cache/llm.sqlite-shm", "b.zip", "index/manifest.json", "index/model/model.safetensors",
+                 "dl/f.txt", "dl/f.txt.sha256",
                  "sources.lock.json", "sources.lock.json.flock", "fig/plot.png", "fig/plot.pdf"):
         assert name in files, sorted(modes)
     assert set(files.values()) == {file_mode}, files
-    assert len(dirs) == 5 and set(dirs.values()) == {dir_mode}, dirs  # cache, index, dl, fig, the staged one
+    assert len(dirs) == 6 and set(dirs.values()) == {dir_mode}, dirs  # cache, index, index/model, dl, fig, the staged one
     assert any(p.startswith("staged.") for p in dirs), dirs
     assert not [p for p in modes if p.startswith(".") or ".tmp" in p], modes  # no temporary left behind

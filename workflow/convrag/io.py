@@ -59,6 +59,17 @@ def public_mode(path: str | os.PathLike) -> None:
     os.chmod(path, (0o777 if os.path.isdir(path) else 0o666) & ~_UMASK)
 
 
+def public_tree(root: str | os.PathLike) -> None:
+    """``public_mode`` on a staged folder and everything in it, before it is renamed into place:
+    libraries write some files private (safetensors' ``save_file`` makes 0600 model weights)."""
+    public_mode(root)
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            p = os.path.join(folder, name)
+            if not os.path.islink(p):
+                public_mode(p)
+
+
 def temp_dir(parent: str | os.PathLike, prefix: str, suffix: str = "") -> Path:
     """A new temporary folder in ``parent`` (renamed into place later) with ``mkdir()``'s mode."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=parent))

@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from convrag.io import temp_dir
+from convrag.io import public_tree, temp_dir
 
 MARKER = "convrag-converted.txt"
 
@@ -57,6 +57,7 @@ def convert_gguf(folder: str, gguf_file: str, out_dir: str | Path | None = None,
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         (tmp / MARKER).write_text(f"converted from {src} ({dtype})\n")
+        public_tree(tmp)  # save_pretrained's safetensors are 0600: give them the umask's mode
         try:
             os.replace(tmp, out)
         except OSError:  # another process finished first

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from convrag.errors import ConfigError, DataError
-from convrag.io import read_json, temp_dir, write_json
+from convrag.io import public_tree, read_json, temp_dir, write_json
 from convrag.records import Passage, read_records
 
 MANIFEST = "manifest.json"
@@ -177,6 +177,7 @@ def staging_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
     (tmp / MARKER).write_text("built by convrag\n")
     try:
         yield tmp
+        public_tree(tmp)  # what a library wrote private (safetensors weights: 0600) gets the umask's mode
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)
