@@ -228,7 +228,7 @@ def build_mini_inputs(root: Path) -> dict[str, Path]:
 
     from convrag.cli import main
     from convrag.records import Question, ShardSet, read_records, write_records
-    from convrag.studies.lic_rag.shards import check_shards
+    from convrag.sharding import check_shards
 
     root = Path(root)
     p = {"corpus_dir": root / "corpus", "questions": root / "questions.jsonl", "index": root / "index",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from convrag.config import REPO_ROOT
-from convrag.data.coral_pages import Flow, parse_html_page, sample_flow
+from convrag.studies.coral.pages import Flow, parse_html_page, sample_flow
 from convrag.errors import DataError
 from convrag.llm.types import Response, Sampling
 from convrag.records import TurnTask

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from convrag.data.coral_pages import (
+from convrag.studies.coral.pages import (
     DEFAULT_TURNS,
     DESCENT_TURNS,
     DTRW_FIRST_SHARE,

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from convrag.data.coral_pages import RootTitleIndex, flow_capacity, parse_html_page, sample_flow
+from convrag.studies.coral.pages import RootTitleIndex, flow_capacity, parse_html_page, sample_flow
 from convrag.studies.coral.world import PAGE_KINDS, page_statistics, render_pages, write_coral_world
 from convrag.data.miniworld import build_world
 from convrag.errors import ConfigError

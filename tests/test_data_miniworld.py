@@ -11,7 +11,7 @@ import yaml
 from convrag.data.hipporag import write_dataset
 from convrag.data.miniworld import DEFAULT_SPEC, build_world, generate_world
 from convrag.errors import ConfigError
-from convrag.studies.lic_rag.shards import check_shards
+from convrag.sharding import check_shards
 
 SMALL = {"n_people": 36, "n_places": 14, "n_organisations": 12, "n_works": 14, "n_distractors": 20,
          "questions": {"2": 2, "3": 2, "4": 2}, "comparison_share": 0.25}

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from convrag.config import REPO_ROOT
-from convrag.judges.categories import CATEGORIES, classify_turns, parse_category
+from convrag.studies.lic_rag.judges import CATEGORIES, classify_turns, parse_category
 from convrag.judges.correctness import judge_answers, parse_verdict
 from convrag.llm.types import Response
 from convrag.records import Conversation
@@ -95,9 +95,12 @@ def test_classifier_and_judge_with_the_real_tiny_model(tmp_path):
 
 
 def test_judge_registry_knows_both_judges_and_names_unknown_ones():
+    from convrag.cli import load_judges
     from convrag.errors import ConfigError
-    from convrag.judges.registry import get_judge
+    from convrag.llm.judge import JUDGES, get_judge
 
+    load_judges()  # what `convrag judge` does first: every judge module registers its judges
+    assert {"answer_correctness", "response_category", "worse_labels_content", "ragas_statements"} <= set(JUDGES)
     assert get_judge("answer_correctness").unit == "conversation"
     assert get_judge("response_category").labels == CATEGORIES
     with pytest.raises(ConfigError, match="unknown judge 'nope'"):

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from convrag.config import REPO_ROOT
-from convrag.judges.registry import JUDGES
+from convrag.llm.judge import JUDGES
 from convrag.llm.types import Response
 from convrag.metrics.citation import (
     FALLBACK_ABBREVIATIONS,

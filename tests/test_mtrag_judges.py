@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from convrag.config import REPO_ROOT
-from convrag.judges.registry import JUDGES as REGISTRY
-from convrag.judges.registry import run_judge
+from convrag.llm.judge import JUDGES as REGISTRY
+from convrag.llm.judge import run_judge
 from convrag.llm.types import Response
 from convrag.metrics.faithfulness import faithfulness_scores, parse_statements, parse_verdicts
 from convrag.metrics.mtrag import parse_rb_llm_rating

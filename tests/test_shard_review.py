@@ -8,7 +8,7 @@ from convrag.config import REPO_ROOT
 from convrag.errors import DataError
 from convrag.records import Question, ShardSet
 from convrag.studies.lic_rag.review import apply_review, export_review
-from convrag.studies.lic_rag.shards import ShardPrompts, check_shards
+from convrag.sharding import ShardPrompts, check_shards
 
 Q = Question(qid="q1", dataset="d", question="In which city was the founder of Wenlo Press born?", answers=["Ranholm"],
              supporting_doc_ids=["d/1", "d/2"], hops=2, intermediate_answers=["Tala Vess"])
@@ -35,7 +35,7 @@ def test_intermediate_answer_goal_first_and_one_clue():
 
 
 def test_prompt_pairs_per_source():
-    d = yaml.safe_load((REPO_ROOT / "resources" / "prompts" / "lic_rag" / "shard.yaml").read_text())
+    d = yaml.safe_load((REPO_ROOT / "resources" / "prompts" / "shard.yaml").read_text())
     seen = set()
     for source in ("hotpotqa", "2wikimultihopqa", "musique", "miniworld"):
         p = ShardPrompts.from_dict(d, source)

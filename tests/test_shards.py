@@ -1,5 +1,5 @@
 from convrag.records import Question
-from convrag.studies.lic_rag.shards import check_shards, entities, parse_shards, shard_questions, shard_report, ShardPrompts
+from convrag.sharding import check_shards, entities, parse_shards, shard_questions, shard_report, ShardPrompts
 from convrag.llm.types import Response
 
 Q = Question(qid="q1", dataset="d", question='In which city was the founder of the company that released the album "Cold Rivers" born?',

@@ -10,7 +10,7 @@ import pytest
 
 from convrag.config import REPO_ROOT
 from convrag.errors import ConfigError, DataError, ModelError
-from convrag.judges.registry import get_judge, run_judge
+from convrag.llm.judge import get_judge, run_judge
 from convrag.llm.types import Response
 from convrag.studies.worse_labels.judges import (
     AUDIT_STRATA_PAPER,

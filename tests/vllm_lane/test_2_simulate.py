@@ -48,7 +48,7 @@ def inputs(out_dir, registry_path):
     convrag("build-index", "--retriever", bm25["kind"], "--params", json.dumps(bm25["params"]),
             "--corpus", corpus / "corpus.jsonl", "--out-dir", index)
     shards = d / "shards" / "miniworld" / "shards.jsonl"
-    convrag("lic-rag", "shard", "--questions", questions, "--prompts", REPO / "resources/prompts/lic_rag/shard.yaml",
+    convrag("shard", "--questions", questions, "--prompts", REPO / "resources/prompts/shard.yaml",
             "--model", MODEL, "--registry", registry_path, "--cache", d / "cache" / "llm.sqlite",
             "--settings", json.dumps({"attempts": 0, "fallback": "decomposition"}), "--out", shards,
             "--report", shards.parent / "shard_report.md", "--accounting", shards.parent / "accounting.json")

@@ -10,19 +10,8 @@ import json
 import os
 import sys
 
+from convrag.cliargs import json_arg, set_threads  # noqa: F401  (json_arg: the stages' --spec types)
 from convrag.errors import ConfigError, ConvragError
-
-
-def json_arg(s: str):
-    try:
-        return json.loads(s)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
-
-
-def set_threads(n: int | None) -> None:
-    if n:
-        os.environ["CONVRAG_THREADS"] = str(n)
 
 
 # ---- data -----------------------------------------------------------------------------
@@ -121,6 +110,29 @@ def cmd_select_questions(a):
     write_records(a.out, picked)
 
 
+# ---- sharding (lic_rag's SHARDED conditions, cross's sharded delivery) ----------------------
+
+
+def cmd_shard(a):
+    import yaml
+
+    from convrag.io import atomic_open
+    from convrag.llm.engine import load_engine
+    from convrag.records import Question, read_records, write_records
+    from convrag.sharding import ShardPrompts, shard_questions, shard_report
+
+    set_threads(a.threads)
+    qs = read_records(a.questions, Question)
+    prompts = ShardPrompts.from_dict(yaml.safe_load(open(a.prompts)), source=a.source)
+    engine = load_engine(a.model, a.registry, a.cache)
+    sets = shard_questions(qs, engine, prompts, a.settings)
+    write_records(a.out, sets)
+    with atomic_open(a.report) as fh:
+        fh.write(shard_report(sets, qs))
+    engine.write_accounting(a.accounting)
+
+
+
 # ---- retrieval --------------------------------------------------------------------------
 
 
@@ -171,14 +183,31 @@ def cmd_convert_model(a):
     print(convert_gguf(folder, gguf, out_dir=a.out, dtype=a.dtype or spec.dtype or "float32"))
 
 
+def load_judges() -> None:
+    """Import every module that registers a judge (the shared ones, the metrics' and each
+    study's ``judges.py``), so ``convrag.llm.judge.get_judge`` knows them all: the registry itself
+    imports nothing above it."""
+    import importlib
+
+    import convrag.judges.content  # noqa: F401
+    import convrag.judges.correctness  # noqa: F401
+    import convrag.metrics.citation  # noqa: F401
+    import convrag.metrics.faithfulness  # noqa: F401
+    from convrag.studies import judge_modules
+
+    for module in judge_modules():  # each study's judge modules, where it has them
+        importlib.import_module(module)
+
+
 def cmd_judge(a):
     import yaml
 
     from convrag.io import read_jsonl, write_json, write_jsonl
-    from convrag.judges.registry import get_judge, run_judge, summary
     from convrag.llm.engine import load_engine
+    from convrag.llm.judge import get_judge, run_judge, summary
 
     set_threads(a.threads)
+    load_judges()
     judge = get_judge(a.judge)
     items = read_jsonl(a.items)
     engine = load_engine(a.model, a.registry, a.cache, role=judge.name)
@@ -396,6 +425,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--spec", type=json_arg, required=True)
     s.add_argument("--questions", required=True)
     s.add_argument("--out", required=True)
+
+    s = add("shard", cmd_shard, "multi-hop questions -> shard sets by an LLM, with automatic checks and a report")
+    for k in ("questions", "prompts", "model", "registry", "cache", "out", "report", "accounting"):
+        s.add_argument(f"--{k}", required=True)
+    s.add_argument("--settings", type=json_arg, required=True, help="the sharding settings (model, attempts, "
+                   "temperature, max_tokens, fallback) as JSON")
+    s.add_argument("--source", default=None, help="source dataset of the prompt pairs (hotpotqa, 2wikimultihopqa, "
+                   "musique, miniworld; convrag.sharding.corpus_source)")
+    s.add_argument("--threads", type=int, default=None)
 
     s = add("build-index", cmd_build_index, "build one retrieval index for one corpus")
     s.add_argument("--retriever", required=True, help="a retriever kind (convrag.retrieval.RETRIEVERS)")

@@ -68,19 +68,15 @@ def _model_entry(key: str, repo: str, revision: str | None, stated: bool) -> dic
 
 
 def _metric_models(config: dict) -> Iterator[tuple[str, str]]:
-    """(config key, hub repository) of the models a metric loads by itself."""
-    from convrag.metrics.citation import TRUE_T5
+    """(config key, hub repository) of the models the active studies' metrics load by themselves
+    (``Study.hub_models``: each study knows its own; this module never imports a study)."""
+    from convrag.studies import all_studies
 
-    coral = config.get("coral") or {}
-    if ((coral.get("evaluation") or {}).get("nli")) == "true_t5":
-        yield "coral.evaluation.nli", TRUE_T5
-    bertscore = ((config.get("mtrag_un") or {}).get("evaluation") or {}).get("bertscore")
-    if bertscore is not None:
-        from convrag.studies.mtrag_un.evaluate import bertscore_config
-
-        model = bertscore_config(bertscore).get("model_type")
-        if _is_hub_id(model):
-            yield "mtrag_un.evaluation.bertscore", model
+    studies = all_studies(config.get("study_plugins") or ())
+    for key in config.get("studies") or []:
+        for where, repo in studies[key].hub_models(config):
+            if _is_hub_id(repo):
+                yield where, repo
 
 
 def config_downloads(config: dict, registry: dict | None = None) -> list[dict[str, Any]]:

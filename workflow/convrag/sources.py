@@ -25,7 +25,8 @@ import yaml
 
 from convrag.errors import ConfigError, DataError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from convrag.resources import REPO_ROOT  # noqa: E402
+
 SOURCES_PATH = REPO_ROOT / "resources" / "sources.yaml"
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 LOCK = "lock"  # a revision resolved at the first download and recorded in the lock file

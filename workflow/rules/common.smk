@@ -18,6 +18,7 @@ from convrag.errors import ConvragError
 from convrag.layout import layout
 from convrag.llm.engine import REPLAY_ENV, TRACE_ENV
 from convrag.retrieval import capabilities
+from convrag.sharding import corpus_source
 from convrag.sources import LOCK_ENV, hf_dataset, lock_path
 from convrag.studies import STUDY_PATH_ENV, active_studies, plugin_paths
 from convrag.warm import RunServer

@@ -16,6 +16,13 @@ from typing import Any
 from convrag.errors import ConfigError
 
 BENCHMARK_LOADERS: dict[str, "BenchmarkLoader"] = {}
+# The built-in kinds and the module that registers each: loaded when a kind is first asked for,
+# so this registry imports no loader (and no loader module imports another to register it).
+BUILTIN: dict[str, str] = {
+    "miniworld_mtrag": "convrag.data.builtin", "miniworld_recor": "convrag.data.builtin",
+    "mtrag_un": "convrag.data.builtin", "mtrag_conversations": "convrag.data.builtin",
+    "mtrag_retrieval": "convrag.data.mtrag_retrieval", "coral": "convrag.data.coral", "recor": "convrag.data.recor",
+}
 
 
 class BenchmarkLoader:
@@ -64,10 +71,13 @@ def register_benchmark_loader(loader: BenchmarkLoader) -> BenchmarkLoader:
 
 
 def benchmark_loader(kind: str) -> BenchmarkLoader:
-    import convrag.data.builtin  # noqa: F401  (registers the built-in loaders)
+    if kind not in BENCHMARK_LOADERS and kind in BUILTIN:
+        import importlib
 
+        importlib.import_module(BUILTIN[kind])
     if kind not in BENCHMARK_LOADERS:
-        raise ConfigError(f"unknown benchmark kind '{kind}' (known: {', '.join(sorted(BENCHMARK_LOADERS))})")
+        known = sorted(set(BUILTIN) | set(BENCHMARK_LOADERS))
+        raise ConfigError(f"unknown benchmark kind '{kind}' (known: {', '.join(known)})")
     return BENCHMARK_LOADERS[kind]
 
 

@@ -209,6 +209,3 @@ class MtragConversations(MtragUn):
 
 register_benchmark_loader(MtragConversations())
 
-import convrag.data.coral  # noqa: E402,F401  (registers the "coral" benchmark loader)
-import convrag.data.recor  # noqa: E402,F401  (registers the "recor" benchmark loader)
-import convrag.data.mtrag_retrieval  # noqa: E402,F401  (registers the "mtrag_retrieval" benchmark loader)

@@ -49,10 +49,10 @@ _ADJ = ("Silent Amber Hollow Crimson Distant Broken Golden Quiet Northern Paper 
         "Hidden Last Burning Salt Velvet Iron Pale Endless").split()
 _NOUN = ("Harbour Lantern Orchard River Garden Mirror Tower Voyage Letters Season Bridge Archive "
          "Island Compass Meadow Chorus Lighthouse Canal Engine Horizon").split()
-_PROFESSIONS = {"novelist": "literature", "film director": "cinema", "musician": "music",
+PROFESSIONS = {"novelist": "literature", "film director": "cinema", "musician": "music",
                 "entrepreneur": "business", "scientist": "research", "architect": "architecture"}
 _CREATOR = {"novel": "novelist", "film": "film director", "album": "musician"}
-_SECTORS = {  # sector -> (description, name suffixes, what the company is known for)
+SECTORS = {  # sector -> (description, name suffixes, what the company is known for)
     "publishing": ("publishing house", ["Press", "Books"], "its carefully edited fiction list"),
     "film": ("film production company", ["Pictures", "Studios"], "its low-budget dramas"),
     "music": ("record label", ["Records", "Sound"], "its recordings of young bands"),
@@ -61,21 +61,21 @@ _SECTORS = {  # sector -> (description, name suffixes, what the company is known
     "textiles": ("textile company", ["Mills", "Textiles"], "its woollen fabrics"),
 }
 _PUBLISHER_SECTOR = {"novel": "publishing", "film": "film", "album": "music"}
-_WORK = {  # kind -> phrases used in passages and questions
+WORK = {  # kind -> phrases used in passages and questions
     "novel": {"author": "the author of", "made": "wrote", "pub": "published", "out": "first published"},
     "film": {"author": "the director of", "made": "directed", "pub": "produced", "out": "first released"},
     "album": {"author": "the musician who recorded", "made": "recorded", "pub": "released", "out": "first released"},
 }
-_BASED = {"company": "headquartered", "university": "located", "orchestra": "based"}
-_WORKS, _ORGS = tuple(_WORK), tuple(_BASED)
+BASED = {"company": "headquartered", "university": "located", "orchestra": "based"}
+WORKS, ORGS = tuple(WORK), tuple(BASED)
 _RELS = {  # subject kind -> relations it can follow, in a fixed order
-    **{k: ("creator", "publisher", "released") for k in _WORKS},
+    **{k: ("creator", "publisher", "released") for k in WORKS},
     "person": ("born_in", "born_year", "studied"),
-    **{k: ("founder", "home", "founded") for k in _ORGS},
+    **{k: ("founder", "home", "founded") for k in ORGS},
     "city": ("country",),
 }
 _YEAR_OF = {"released": "year", "born_year": "year", "founded": "year"}
-_FLAVOUR = {
+FLAVOUR = {
     "person": [
         "is known among colleagues for a patient and methodical way of working.",
         "has often said in interviews that long walks are the best source of new ideas.",
@@ -177,7 +177,7 @@ class _Gen:
         raise ConfigError("miniworld: ran out of distinct names; reduce the spec sizes")
 
 
-def _check_spec(spec: dict | None) -> dict:
+def check_spec(spec: dict | None) -> dict:
     spec = {**DEFAULT_SPEC, **(spec or {})}
     unknown = set(spec) - set(DEFAULT_SPEC)
     if unknown:
@@ -214,28 +214,28 @@ def _build_entities(g: _Gen, spec: dict) -> list[Entity]:
         c = Entity("city", g.word("city", (1, 2)))
         c.rel["country"] = countries[i] if i < n_countries else g.pick(countries)
         cities.append(c)
-    profs = [list(_PROFESSIONS)[i] for i in g.rng.permutation(len(_PROFESSIONS))]
+    profs = [list(PROFESSIONS)[i] for i in g.rng.permutation(len(PROFESSIONS))]
     people = [_person(g, profs[i % len(profs)], cities) for i in range(spec["n_people"])]
     orgs = []
     for i in range(spec["n_organisations"]):
         kind = ("company", "university", "company", "orchestra")[i % 4]
-        sector = list(_SECTORS)[(i // 2) % len(_SECTORS)] if kind == "company" else None
+        sector = list(SECTORS)[(i // 2) % len(SECTORS)] if kind == "company" else None
         orgs.append(_org(g, kind, sector, people, cities))
     universities = [o for o in orgs if o.kind == "university"]
     for p in people:
         _alma_mater(g, p, universities)
-    works = [_work(g, _WORKS[i % 3], people, orgs) for i in range(spec["n_works"])]
+    works = [_work(g, WORKS[i % 3], people, orgs) for i in range(spec["n_works"])]
     distractors = []
     for i in range(spec["n_distractors"]):
         kind = ("person", "novel", "company", "film", "city", "album", "university", "person", "orchestra")[i % 9]
         if kind == "person":
-            e = _person(g, g.pick(list(_PROFESSIONS)), cities)
+            e = _person(g, g.pick(list(PROFESSIONS)), cities)
             _alma_mater(g, e, universities)
         elif kind == "city":
             e = Entity("city", g.word("city", (1, 2)))
             e.rel["country"] = g.pick(countries)
-        elif kind in _ORGS:
-            e = _org(g, kind, g.pick(list(_SECTORS)) if kind == "company" else None, people, cities)
+        elif kind in ORGS:
+            e = _org(g, kind, g.pick(list(SECTORS)) if kind == "company" else None, people, cities)
         else:
             e = _work(g, kind, people, orgs)
         e.core = False
@@ -262,7 +262,7 @@ def _alma_mater(g: _Gen, p: Entity, universities: list[Entity]) -> None:
 def _org(g: _Gen, kind: str, sector: str | None, people: list[Entity], cities: list[Entity]) -> Entity:
     stem = g.word("word")
     if kind == "company":
-        name = g.unique(lambda: f"{stem} {g.pick(_SECTORS[sector][1])}")
+        name = g.unique(lambda: f"{stem} {g.pick(SECTORS[sector][1])}")
     elif kind == "university":
         name = g.unique(lambda: f"{stem} {g.pick(['University', 'Institute of Technology', 'College of Arts'])}")
     else:
@@ -292,7 +292,7 @@ def _work(g: _Gen, kind: str, people: list[Entity], orgs: list[Entity]) -> Entit
 
 
 def _flavour(g: _Gen, kind: str, n: int) -> list[str]:
-    pool = _FLAVOUR[kind]
+    pool = FLAVOUR[kind]
     return [pool[i] for i in g.rng.permutation(len(pool))[:n]]
 
 
@@ -317,12 +317,12 @@ def _write_text(g: _Gen, e: Entity) -> str:
         sur = e.attrs["surname"]
         fl = _flavour(g, "person", 1)
         return (f"{e.name} is a {e.attrs['prof']} who was born in {r['born_in'].name} in {e.year}. "
-                f"{sur} studied at {r['studied'].name} before beginning a career in {_PROFESSIONS[e.attrs['prof']]}. "
+                f"{sur} studied at {r['studied'].name} before beginning a career in {PROFESSIONS[e.attrs['prof']]}. "
                 f"{sur} {fl[0]}")
-    if e.kind in _ORGS:
+    if e.kind in ORGS:
         founder, home = r["founder"].name, r["home"].name
         if e.kind == "company":
-            desc, _, known = _SECTORS[e.attrs["sector"]]
+            desc, _, known = SECTORS[e.attrs["sector"]]
             head = (f"{e.name} is a {desc} that was founded in {e.year} by {founder}. "
                     f"The company is headquartered in {home} and is best known for {known}.")
         elif e.kind == "university":
@@ -332,7 +332,7 @@ def _write_text(g: _Gen, e: Entity) -> str:
             head = (f"{e.name} is an orchestra based in {home}. It was founded in {e.year} by {founder} "
                     f"and gives about {int(g.rng.integers(30, 90))} concerts each season.")
         return f"{head} {_flavour(g, 'org', 1)[0]}"
-    w = _WORK[e.kind]
+    w = WORK[e.kind]
     made = {"novel": "a novel written by", "film": "a film directed by", "album": "an album recorded by"}[e.kind]
     by = {"novel": "by", "film": "and was produced by", "album": "by the record label"}[e.kind]
     body = (f"The story follows {e.attrs['plot']}." if e.kind != "album"
@@ -350,12 +350,12 @@ def _target(e: Entity, rel: str) -> Entity | None:
 
 
 def _anchor(e: Entity) -> str:
-    return f'the {e.kind} "{e.name}"' if e.kind in _WORKS else e.name
+    return f'the {e.kind} "{e.name}"' if e.kind in WORKS else e.name
 
 
 def _np(rel: str, e: Entity, x: str) -> str:
     """A noun phrase for the object of ``rel`` applied to ``e``, described as ``x``."""
-    w, k = _WORK.get(e.kind, {}), e.kind
+    w, k = WORK.get(e.kind, {}), e.kind
     return {
         "creator": lambda: f"{w.get('author')} {x}",
         "publisher": lambda: f"the company that {w.get('pub')} {x}",
@@ -371,7 +371,7 @@ def _np(rel: str, e: Entity, x: str) -> str:
 
 
 def _ask(rel: str, e: Entity, x: str) -> str:
-    w, k = _WORK.get(e.kind, {}), e.kind
+    w, k = WORK.get(e.kind, {}), e.kind
     return {
         "creator": lambda: f"Who {w.get('made')} {x}?",
         "publisher": lambda: f"Which company {w.get('pub')} {x}?",
@@ -380,7 +380,7 @@ def _ask(rel: str, e: Entity, x: str) -> str:
         "born_year": lambda: f"In which year was {x} born?",
         "studied": lambda: f"Which university did {x} attend?",
         "founder": lambda: f"Who founded {x}?",
-        "home": lambda: f"In which city is {x} {_BASED.get(k)}?",
+        "home": lambda: f"In which city is {x} {BASED.get(k)}?",
         "founded": lambda: f"In which year was {x} founded?",
         "country": lambda: f"In which country is {x}?",
     }[rel]()
@@ -427,9 +427,9 @@ def _bridge(rels: tuple[str, ...], ents: list[Entity]) -> dict | None:
 
 
 _COMPARE = {  # category -> (kinds, question, goal of the first shard)
-    "work": (_WORKS, "Which came out first, {a} or {b}?", "whichever of two works came out first"),
+    "work": (WORKS, "Which came out first, {a} or {b}?", "whichever of two works came out first"),
     "person": (("person",), "Who was born first, {a} or {b}?", "whichever of two people was born first"),
-    "org": (_ORGS, "Which was founded first, {a} or {b}?", "whichever of two organisations was founded first"),
+    "org": (ORGS, "Which was founded first, {a} or {b}?", "whichever of two organisations was founded first"),
 }
 
 
@@ -486,7 +486,7 @@ def _select(g: _Gen, spec: dict, ents: list[Entity]) -> list[dict]:
 
 def build_world(spec: dict | None, seed: int) -> World:
     """Generate the whole world (see ``generate_world``), keeping entities and hop links."""
-    spec = _check_spec(spec)
+    spec = check_spec(spec)
     name = spec["name"]
     g = _Gen(seed)
     g.claim("Oresta")

@@ -86,7 +86,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from convrag.data.miniworld import _ORGS, _WORK, _WORKS, Entity, World, _check_spec, build_world
+from convrag.data.miniworld import ORGS, WORK, WORKS, Entity, World, check_spec, build_world
 from convrag.data.miniworld_turns import _name, _question, _ref
 from convrag.data.recor import NO_HISTORY, task_id, topic_id
 from convrag.errors import ConfigError
@@ -108,8 +108,8 @@ DEFAULT_DOMAIN = {"seed": 13, "dialogues": 2, "turns": 3}
 CLASSES = ("same_thread", "near_duplicate", "other_chunk", "other_turn_gold")
 SPLIT = "dev"
 
-_FACTS = {"person": ("born_in", "born_year", "studied"), **{k: ("founder", "home", "founded") for k in _ORGS},
-          **{k: ("creator", "publisher", "released") for k in _WORKS}, "city": ("country",)}
+_FACTS = {"person": ("born_in", "born_year", "studied"), **{k: ("founder", "home", "founded") for k in ORGS},
+          **{k: ("creator", "publisher", "released") for k in WORKS}, "city": ("country",)}
 _YEAR_FIRST = ("born_year", "founded", "released", "country", "born_in", "home", "studied", "founder")
 _ASPECT = {"born_in": "early life", "born_year": "biography", "studied": "education", "founder": "origins",
            "home": "location", "founded": "history", "creator": "authorship", "publisher": "publication",
@@ -118,7 +118,7 @@ _ASPECT = {"born_in": "early life", "born_year": "biography", "studied": "educat
 
 def _say(rel: str, e: Entity, v: str) -> list[str]:
     """Sentences stating the fact (``e``, ``rel``) = ``v``; the first is the reference answer."""
-    s, w = e.name, _WORK.get(e.kind, {})
+    s, w = e.name, WORK.get(e.kind, {})
     return {
         "born_in": [f"{s} was born in {v}.", f"{s} was born in the city of {v}.",
                     f"The birthplace of {s} is {v}.", f"{v} is the city where {s} was born."],
@@ -145,7 +145,7 @@ def _say(rel: str, e: Entity, v: str) -> list[str]:
 
 def _about(rel: str, e: Entity) -> str:
     """A clause naming the asked fact without its value ("where Tolo Vanes was born")."""
-    s, w = e.name, _WORK.get(e.kind, {})
+    s, w = e.name, WORK.get(e.kind, {})
     return {"born_in": f"where {s} was born", "born_year": f"when {s} was born",
             "studied": f"which university {s} attended", "founder": f"who founded {s}",
             "home": f"in which city {s} is based", "founded": f"in which year {s} was founded",
@@ -210,7 +210,7 @@ _SYNONYMS = [  # phrase swaps that keep the world's passages grammatical
 
 
 def _cat(e: Entity) -> str:
-    return "person" if e.kind == "person" else "work" if e.kind in _WORKS else "org" if e.kind in _ORGS else "city"
+    return "person" if e.kind == "person" else "work" if e.kind in WORKS else "org" if e.kind in ORGS else "city"
 
 
 def _value(e: Entity, rel: str) -> str:
@@ -265,7 +265,7 @@ def check_domain(dom: str, d) -> dict:
         raise _SpecError(dom, "spec.same_thread_negatives", f"an integer in 0..{len(_NEGATIVE)}, got {v!r}")
     world = {k: v for k, v in spec.items() if k in WORLD_KEYS}
     try:
-        _check_spec(world)
+        check_spec(world)
     except ConfigError as e:
         key = next((k for k in WORLD_KEYS if f"'{k}'" in str(e)), "spec")
         raise _SpecError(dom, key if key == "spec" else f"spec.{key}", str(e)) from None
@@ -365,7 +365,7 @@ def _domain(dom: str, d: dict, benchmark: str) -> tuple[list[TurnTask], list[Pas
                                 "questions": {"2": 0, "3": 0, "4": 0}}, d["seed"])
     rng = np.random.default_rng([d["seed"], 2027])
     core = [e for e in world.entities if e.core]
-    topics = [e for e in core if e.kind in ("person", *_ORGS, *_WORKS)]
+    topics = [e for e in core if e.kind in ("person", *ORGS, *WORKS)]
     wdoc = {id(e): _Doc(e.doc_id, e.name, e.text, "world", {(id(e), r) for r in _FACTS.get(e.kind, ())})
             for e in world.entities}
     docs: list[_Doc] = []  # planted

@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from convrag.data.miniworld import _ORGS, _WORK, _WORKS, Entity, build_world
+from convrag.data.miniworld import ORGS, WORK, WORKS, Entity, build_world
 from convrag.errors import ConfigError
 from convrag.records import Passage, TurnTask
 
 DEFAULT_TURNS_SPEC = {"conversations": 3}
-_TOPIC_KINDS = ("person", *_ORGS, *_WORKS)
-_FACTS = {"person": ("born_in", "born_year", "studied"), **{k: ("founder", "home", "founded") for k in _ORGS},
-          **{k: ("creator", "publisher", "released") for k in _WORKS}}
+_TOPIC_KINDS = ("person", *ORGS, *WORKS)
+_FACTS = {"person": ("born_in", "born_year", "studied"), **{k: ("founder", "home", "founded") for k in ORGS},
+          **{k: ("creator", "publisher", "released") for k in WORKS}}
 _ENTITY_RELS = {"born_in", "studied", "founder", "home", "creator", "publisher"}
 _UNKNOWN = {"person": ("favourite food", "What is {ref}'s favourite food?"),
             "org": ("number of employees", "How many employees does {ref} have?"),
@@ -49,11 +49,11 @@ def _ref(e: Entity) -> str:
 
 
 def _name(e: Entity) -> str:
-    return f'the {e.kind} "{e.name}"' if e.kind in _WORKS else e.name
+    return f'the {e.kind} "{e.name}"' if e.kind in WORKS else e.name
 
 
 def _question(rel: str, e: Entity, x: str) -> str:
-    w = _WORK.get(e.kind, {})
+    w = WORK.get(e.kind, {})
     based = {"company": "headquartered", "university": "located", "orchestra": "based"}.get(e.kind, "based")
     return {
         "creator": f"Who {w.get('made')} {x}?", "publisher": f"Which company {w.get('pub')} {x}?",
@@ -66,7 +66,7 @@ def _question(rel: str, e: Entity, x: str) -> str:
 
 def _fact(rel: str, e: Entity) -> str:
     """The value of a fact and a one-sentence answer stating it."""
-    w = _WORK.get(e.kind, {})
+    w = WORK.get(e.kind, {})
     v = e.rel[rel].name if rel in _ENTITY_RELS else str(e.year)
     return v, {
         "creator": f"{e.name} was {w.get('made')} by {v}.", "publisher": f"{e.name} was {w.get('pub')} by {v}.",
@@ -78,7 +78,7 @@ def _fact(rel: str, e: Entity) -> str:
 
 
 def _unknown(e: Entity) -> tuple[str, str]:
-    what, q = _UNKNOWN["person" if e.kind == "person" else "org" if e.kind in _ORGS else "work"]
+    what, q = _UNKNOWN["person" if e.kind == "person" else "org" if e.kind in ORGS else "work"]
     return what, q
 
 
@@ -116,7 +116,7 @@ def _conversation(topic: Entity, others: list[Entity], rng: np.random.Generator)
         cands = [o for o in others if o.kind == kind and id(o) not in named]
         a, b = cands[int(rng.integers(len(cands)))], None
         b = next(o for o in cands if o is not a)
-        fact = "founded" if kind in _ORGS else "released"
+        fact = "founded" if kind in ORGS else "released"
         under_q = _question(fact, a, f"the {kind}")
         turns.append(dict(q=under_q, a=f"There are several {kind}s in the documents, for example {a.name} and "
                                          f"{b.name}. Which {kind} do you mean?",
@@ -152,7 +152,7 @@ def render_mtrag(domains: dict[str, dict], benchmark: str) -> tuple[list[TurnTas
         if n > len(topics):
             raise ConfigError(f"mtrag view, domain {dom}: {n} conversations but only {len(topics)} topic entities")
         # topics of different kinds in turn: people, organisations, works
-        by_kind = [[e for e in topics if (e.kind == "person") == (k == 0) and (e.kind in _WORKS) == (k == 2)]
+        by_kind = [[e for e in topics if (e.kind == "person") == (k == 0) and (e.kind in WORKS) == (k == 2)]
                    for k in range(3)]
         picked = []
         for i in range(n):

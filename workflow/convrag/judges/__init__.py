@@ -1,6 +1,7 @@
-"""LLM judges behind one registry (``registry.py``): the response-category classifier of
-assistant turns (``categories.py``) and the answer-correctness judge (``correctness.py``), and
-any judge a study registers. Every judge is batched over all its items (one engine call),
-cached, and records every output it could not read (``parsed: false``) instead of guessing.
+"""The LLM judges two or more studies share: the content-sufficiency judge (``content.py``), the
+answer-correctness judge (``correctness.py``) and the prompt checks and context renderers of
+judges and readers (``prompts.py``). The judge machinery (one batched engine call per judge,
+unreadable replies recorded as ``parsed: false``, never guessed) is ``convrag.llm.judge``; a
+study's own judges live in the study (lic_rag's response categories, worse_labels' audit).
 ``convrag judge`` runs any registered judge as its own stage over an items file.
 """

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from convrag.judges.registry import Judge, register_judge, run_judge
+from convrag.llm.judge import Judge, register_judge, run_judge
 from convrag.metrics.qa import exact_match
 
 _VERDICT = re.compile(r"\b(incorrect|correct)\b", re.IGNORECASE)

@@ -109,7 +109,7 @@ from typing import Any, Callable, Mapping, Sequence
 import yaml
 
 from convrag.errors import ConfigError, DataError
-from convrag.judges.registry import Judge, register_judge, run_judge
+from convrag.llm.judge import Judge, register_judge, run_judge
 from convrag.metrics.registry import register_answer_metric
 from convrag.metrics.text import rouge_l  # noqa: F401  (registers the answer metric rougeL)
 
@@ -520,9 +520,9 @@ NLI_JUDGE = register_judge(Judge(
 
 def load_nli_prompts(prompts_dir: str | Path | None = None) -> dict:
     """The ``nli_entailment`` prompt dict (default folder: the project's resources/prompts)."""
-    from convrag.config import REPO_ROOT
+    from convrag.resources import PROMPTS_DIR
 
-    path = Path(prompts_dir or REPO_ROOT / "resources" / "prompts") / NLI_PROMPT
+    path = Path(prompts_dir or PROMPTS_DIR) / NLI_PROMPT
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -27,7 +27,7 @@ import math
 import re
 from typing import Any
 
-from convrag.judges.registry import Judge, register_judge, run_judge
+from convrag.llm.judge import Judge, register_judge, run_judge
 from convrag.llm.parsing import balanced_spans
 
 __all__ = [

@@ -181,3 +181,12 @@ def answer_tasks(tasks: list[TurnTask], *, engine, prompt: ChatPrompt, sampling:
                 rec["policy_output"] = pol.raw[i]
             out.append(rec)
     return out
+
+
+def shown_passages(tasks, run_path: str, queries_path: str, corpus_path: str, k: int):
+    """Each task's shown passages from a retrieval job's files: the top ``k`` of its TREC run
+    (``read_run``) with their corpus texts (a task searched with no hit has none)."""
+    from convrag.records import Passage, read_records
+
+    run, _ = read_run(run_path, queries_path)
+    return ranked_passages(tasks, run, {p.doc_id: p for p in read_records(corpus_path, Passage)}, k)

@@ -51,7 +51,7 @@ def retrieve_cli_args(config: dict, retriever: str, policy: str, k: int, rewrite
     """The ``convrag retrieve`` arguments a study's retrieval rule passes for one (retriever,
     policy): the retriever's kind and LLM, the depth, and the rewrite model of the llm_rewrite
     policy (``rewrite`` = the study's {model, max_tokens} block)."""
-    from convrag.config import retriever_kind, retriever_llm
+    from convrag.retrieval import retriever_kind, retriever_llm
 
     args = [f"--retriever {retriever_kind(config, retriever)} --retriever-name {retriever}", f"--k {k}"]
     llm = retriever_llm(config, retriever)
@@ -66,7 +66,7 @@ def retrieve_cli_args(config: dict, retriever: str, policy: str, k: int, rewrite
 
 def retrieve_models(config: dict, retriever: str, policy: str, rewrite: dict) -> list[str]:
     """The registry models one retrieval job loads (for its conda env and GPU request)."""
-    from convrag.config import retriever_llm
+    from convrag.retrieval import retriever_llm
 
     return [x for x in [retriever_llm(config, retriever), rewrite["model"] if policy == "llm_rewrite" else None] if x]
 

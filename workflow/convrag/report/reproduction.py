@@ -446,7 +446,7 @@ def reproduction_target(study_key: str):
     """The ``reproduction`` table target of a study: it reads the study's published file
     (``published``) and the CSVs of the targets the file names (``reproduction_tables``), so
     Snakemake builds those first and rebuilds the verdicts when the file changes."""
-    from convrag.studies.base import Target
+    from convrag.report.targets import Target
 
     def build(inputs: dict, ctx: dict):
         paths = inputs.get("reproduction_tables") or []

@@ -12,9 +12,36 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dataclasses import dataclass
+from typing import Any, Callable
+
 from convrag.errors import DataError
 
 SHARED_CAPTIONS = Path(__file__).resolve().parents[2] / "report"
+
+
+# ``inputs`` of a target build: artifact name -> path or list of paths (see Study.artifacts)
+Inputs = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One table or figure: ``build(inputs, context) -> DataFrame`` computes what it shows
+    (a figure also writes that DataFrame as CSV/Markdown); ``plot(df, stem)`` draws a
+    figure. ``inputs`` names the study artifacts it reads, so a target reruns only when they
+    change. The caption is ``<captions_dir>/<name>.rst``."""
+
+    name: str
+    kind: str  # "table" | "figure"
+    build: Callable[[Inputs, dict], Any]
+    plot: Callable[[Any, str], None] | None = None
+    inputs: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in ("table", "figure"):
+            raise ValueError(f"target {self.name}: kind must be 'table' or 'figure', not {self.kind!r}")
+        if self.kind == "figure" and self.plot is None:
+            raise ValueError(f"figure target {self.name} needs a plot function")
 
 
 def read_caption(study, name: str) -> str:
@@ -58,8 +85,6 @@ def build_target(study, name: str, inputs: dict, context: dict, out_stem: str) -
 
 
 def accounting_target():
-    from convrag.studies.base import Target
-
     return Target("accounting", "table", lambda inputs, ctx: accounting_table(inputs["accounting"], ctx["study_dir"]),
                   inputs=("accounting",))
 

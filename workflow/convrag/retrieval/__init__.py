@@ -69,3 +69,21 @@ def build_index(kind: str, corpus_path, out_dir, params: dict | None, llm=None, 
 def load_retriever(kind: str, index_dir, params: dict | None, corpus_path=None, llm=None) -> Retriever:
     """Load a built index; with ``corpus_path`` also check it was built from that corpus."""
     return _module(kind).load(index_dir, params, corpus_path=corpus_path, **_extras(kind, llm, None, build=False))
+
+
+# ---- a config's retrievers (config.retrievers.<name>: {kind, params}) ----------------------------
+
+
+def retriever_kind(config: dict, retriever: str) -> str:
+    return config["retrievers"][retriever]["kind"]
+
+
+def retriever_llm(config: dict, retriever: str) -> str | None:
+    """The query/build-time LLM of an LLM-using retriever (params.llm or the KG model)."""
+    if not capabilities(retriever_kind(config, retriever)).uses_llm:
+        return None
+    return (config["retrievers"][retriever].get("params") or {}).get("llm") or config["knowledge_graph"]["model"]
+
+
+def is_closed_book(config: dict, retriever: str) -> bool:
+    return capabilities(retriever_kind(config, retriever)).closed_book

@@ -14,34 +14,13 @@ and every Snakemake start imports all study packages.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
-# ``inputs`` of a target build: artifact name -> path or list of paths (see Study.artifacts)
-Inputs = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Target:
-    """One table or figure: ``build(inputs, context) -> DataFrame`` computes what it shows
-    (a figure also writes that DataFrame as CSV/Markdown); ``plot(df, stem)`` draws a
-    figure. ``inputs`` names the study artifacts it reads, so a target reruns only when they
-    change. The caption is ``<captions_dir>/<name>.rst``."""
-
-    name: str
-    kind: str  # "table" | "figure"
-    build: Callable[[Inputs, dict], Any]
-    plot: Callable[[Any, str], None] | None = None
-    inputs: tuple[str, ...] = ()
-
-    def __post_init__(self):
-        if self.kind not in ("table", "figure"):
-            raise ValueError(f"target {self.name}: kind must be 'table' or 'figure', not {self.kind!r}")
-        if self.kind == "figure" and self.plot is None:
-            raise ValueError(f"figure target {self.name} needs a plot function")
+# Target (one table or figure of a study) is defined with the machinery that builds it
+from convrag.report.targets import Inputs, Target  # noqa: E402,F401
 
 
 class Study:
@@ -110,6 +89,11 @@ class Study:
 
     def accounting_files(self, config: dict, layout) -> list[str]:
         """The per-job LLM accounting JSON files gathered into ``tables/accounting``."""
+        return []
+
+    def hub_models(self, config: dict) -> list[tuple[str, str]]:
+        """(config key, Hugging Face repository) of the models the study's own metrics load by
+        themselves, with no model named in the config (``convrag sources`` lists and pins them)."""
         return []
 
     # ---- planning and sizing --------------------------------------------------------------

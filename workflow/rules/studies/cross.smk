@@ -23,7 +23,7 @@ rule cross:
 rule cross_shard:
     input:
         questions=L.questions("{dataset}"),
-        prompts=f"{PROMPTS}/lic_rag/shard.yaml",
+        prompts=f"{PROMPTS}/shard.yaml",
     output:
         shards=cross_paths.shards(L, "{dataset}"),
         report=cross_paths.shards(L, "{dataset}", "shard_report.md"),
@@ -43,11 +43,11 @@ rule cross_shard:
     params:
         settings=jarg(CROSS["sharding"]),
         model=CROSS["sharding"]["model"],
-        source=lambda wc: cross_wiring.corpus_source(config, wc.dataset),
+        source=lambda wc: corpus_source(config, wc.dataset),
         registry=REGISTRY,
         cache=CACHE,
     shell:
-        "convrag lic-rag shard --questions {input.questions} --prompts {input.prompts} --source {params.source}"
+        "convrag shard --questions {input.questions} --prompts {input.prompts} --source {params.source}"
         " --model {params.model} --registry {params.registry} --cache {params.cache}"
         " --settings {params.settings} --out {output.shards} --report {output.report}"
         " --accounting {output.accounting} --threads {threads} 2> {log}"

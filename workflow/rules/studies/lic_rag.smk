@@ -28,7 +28,7 @@ rule lic_rag:
 rule shard_questions:
     input:
         questions=L.questions("{dataset}"),
-        prompts=f"{PROMPTS}/lic_rag/shard.yaml",
+        prompts=f"{PROMPTS}/shard.yaml",
     output:
         shards=lic_paths.shards(L, "{dataset}", "shards.jsonl"),
         report=report(
@@ -53,11 +53,11 @@ rule shard_questions:
     params:
         settings=jarg(LIC["sharding"]),
         model=LIC["sharding"]["model"],
-        source=lambda wc: lic_wiring.corpus_source(config, wc.dataset),
+        source=lambda wc: corpus_source(config, wc.dataset),
         registry=REGISTRY,
         cache=CACHE,
     shell:
-        "convrag lic-rag shard --questions {input.questions} --prompts {input.prompts} --source {params.source}"
+        "convrag shard --questions {input.questions} --prompts {input.prompts} --source {params.source}"
         " --model {params.model} --registry {params.registry} --cache {params.cache}"
         " --settings {params.settings} --out {output.shards} --report {output.report}"
         " --accounting {output.accounting} --threads {threads} 2> {log}"

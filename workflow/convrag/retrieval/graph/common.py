@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from convrag.config import REPO_ROOT
+from convrag.resources import PROMPTS_DIR
 from convrag.errors import ConfigError, DataError
 from convrag.io import read_json
 from convrag.llm.parsing import parse_json_object, string_list
@@ -37,7 +37,7 @@ from convrag.retrieval.base import (
 )
 from convrag.retrieval.graph.kg import KnowledgeGraph, normalize_entity
 
-PROMPT_DIR = REPO_ROOT / "resources" / "prompts" / "graph"
+PROMPT_DIR = PROMPTS_DIR / "graph"
 GREEDY = Sampling(temperature=0.0, top_p=1.0, max_tokens=64)
 
 

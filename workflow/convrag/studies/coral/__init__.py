@@ -26,7 +26,7 @@ class Coral(Study):
     version = "1"
 
     def check(self, config, registry, source):
-        from convrag.config import check_names, unknown_name
+        from convrag.schema import check_names, unknown_name
         from convrag.errors import ConfigError
         from convrag.metrics.registry import check_metric_names
         from convrag.rag.policies import POLICIES
@@ -59,7 +59,7 @@ class Coral(Study):
         check_metric_names(c["measures"], "coral.measures", kind="retrieval")
         if "llm_rewrite" in c["policies"] and c["rewrite"]["model"] not in registry:
             raise unknown_name(source, "coral.rewrite.model", c["rewrite"]["model"], registry)
-        from convrag.config import retriever_kind
+        from convrag.retrieval import retriever_kind
 
         def dense(key, r):
             if r not in c["retrievers"]:
@@ -148,10 +148,16 @@ class Coral(Study):
                 if config["coral"]["retrievers"] else []}
         return {**arts, **reproduction_artifacts(self, layout, arts)}
 
+    def hub_models(self, config):
+        """ALCE's TRUE-T5 when the citation NLI is the paper's (evaluation.nli: true_t5)."""
+        from convrag.metrics.citation import TRUE_T5
+
+        return [("coral.evaluation.nli", TRUE_T5)] if config["coral"]["evaluation"]["nli"] == "true_t5" else []
+
     def context(self, config):
         """Each answering model's size (registry ``params_b``) for Table 5 / Figure 3, and what
         the run used, against what each published number requires (resources/published/coral.yaml)."""
-        from convrag.config import config_registry
+        from convrag.schema import config_registry
         from convrag.report.reproduction import benchmark_identity, retriever_identity
 
         from convrag.studies.coral.conversational import LLM4CS, session_policy

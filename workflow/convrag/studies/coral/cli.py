@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from convrag.cli import json_arg, set_threads
+from convrag.cliargs import json_arg, set_threads
 
 
 def cmd_pages(a):
@@ -52,16 +52,6 @@ def cmd_contextualise(a):
         pool.close()
 
 
-def _read_run(tasks, run_path: str, queries_path: str, corpus_path: str, k: int):
-    """Each task's shown passages: the top ``k`` of the retrieval run (a task searched with no hit
-    has no line in the TREC file and gets none)."""
-    from convrag.rag.replay import ranked_passages, read_run
-    from convrag.records import Passage, read_records
-
-    run, _ = read_run(run_path, queries_path)
-    return ranked_passages(tasks, run, {p.doc_id: p for p in read_records(corpus_path, Passage)}, k)
-
-
 def cmd_answer(a):
     import time
 
@@ -69,6 +59,7 @@ def cmd_answer(a):
     from convrag.llm.engine import EnginePool
     from convrag.llm.types import Sampling
     from convrag.rag.jobs import write_job
+    from convrag.rag.replay import shown_passages
     from convrag.records import TurnTask, read_records
     from convrag.studies.coral.generate import answer, at_turn, load_prompts
 
@@ -77,7 +68,7 @@ def cmd_answer(a):
     tasks = read_records(a.tasks, TurnTask)
     if a.at_turn is not None:  # Figure 4: one turn of the first n conversations that reach it
         tasks = at_turn(tasks, a.at_turn, a.conversations)
-    passages = _read_run(tasks, a.run, a.run_queries, a.corpus, a.top_k)
+    passages = shown_passages(tasks, a.run, a.run_queries, a.corpus, a.top_k)
     prompts = load_prompts(a.prompts)
     pool = EnginePool(a.registry, a.cache)
     try:
@@ -123,7 +114,7 @@ def cmd_evaluate(a):
         acc = {"judge": judge.accounting.to_dict()} if judge is not None else {}
         verdicts = list(getattr(entail, "verdicts", []))
         if a.compare_model:
-            from convrag.config import read_prompt_file
+            from convrag.resources import read_prompt_file
             from convrag.studies.coral.analyses import JUDGE_COLUMN
             from convrag.studies.coral.judges import PROMPT_FILE, check_pairwise_prompts, compare
 

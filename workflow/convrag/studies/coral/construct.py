@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from convrag.data.coral_pages import (SAMPLERS, FlowTooShortError, NoRelatedTreeError, RootTitleIndex, TitleTree,
+from convrag.studies.coral.pages import (SAMPLERS, FlowTooShortError, NoRelatedTreeError, RootTitleIndex, TitleTree,
                                       draw_turn_range, parse_html_page, sample_flow)
 
 

@@ -1,6 +1,6 @@
 """CORAL's conversation construction, part 2: the LLM steps that turn sampled flows into
 conversations (Cheng et al., *CORAL: Benchmarking Multi-turn Conversational RAG*, arXiv
-2410.23090). Part 1 (title trees, flow samplers) is :mod:`convrag.data.coral_pages`.
+2410.23090). Part 1 (title trees, flow samplers) is :mod:`convrag.studies.coral.pages`.
 
 The paper, with gpt-4-turbo at temperature 0.7:
 
@@ -68,9 +68,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 
-from convrag.config import REPO_ROOT
+from convrag.resources import REPO_ROOT
 from convrag.data.coral import DOMAIN, FLOWS, sample_id
-from convrag.data.coral_pages import SAMPLERS, Flow, TitleNode, TitleTree
+from convrag.studies.coral.pages import SAMPLERS, Flow, TitleNode, TitleTree
 from convrag.errors import ConfigError, DataError, ModelError
 from convrag.llm.types import Request, Sampling
 from convrag.records import TurnTask
@@ -97,7 +97,7 @@ _TOP_KEYS = ("keyword_separator", "earlier_line", "fallback_question")
 def load_prompts(path: str | Path | None = None) -> dict:
     """The prompt file (default :data:`PROMPT_FILE`), checked so that a missing key fails
     before any model call."""
-    from convrag.config import read_prompt_file
+    from convrag.resources import read_prompt_file
 
     return read_prompt_file(path if path is not None else PROMPT_FILE, _check_prompts, "CORAL contextualise prompts")
 

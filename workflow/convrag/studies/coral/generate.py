@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 
-from convrag.config import REPO_ROOT
+from convrag.resources import REPO_ROOT
 from convrag.errors import ConfigError, DataError
 from convrag.llm.types import Request, Sampling
 from convrag.records import Passage, TurnTask
@@ -83,7 +83,7 @@ _TOP_KEYS = ("system", "passage", "passage_untitled", "no_passages", "user_line"
 def load_prompts(path: str | Path | None = None) -> dict:
     """The prompt file (default :data:`PROMPT_FILE`), checked so that a missing key fails
     before any model call."""
-    from convrag.config import read_prompt_file
+    from convrag.resources import read_prompt_file
 
     return read_prompt_file(path if path is not None else PROMPT_FILE, check_prompts, "CORAL generation prompts")
 

@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from typing import Mapping, Sequence
 
-from convrag.judges.registry import Judge, register_judge, run_judge
+from convrag.llm.judge import Judge, register_judge, run_judge
 from convrag.metrics.citation import strip_citations
 
 __all__ = ["OUTCOMES", "PAIRWISE", "PROMPT_FILE", "check_pairwise_prompts", "compare", "outcome", "parse_choice"]

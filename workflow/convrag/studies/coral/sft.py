@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from convrag.config import REPO_ROOT
+from convrag.resources import REPO_ROOT
 from convrag.errors import ConfigError, DataError
 from convrag.records import TurnTask
 
@@ -372,7 +372,7 @@ def train_sft(examples: Sequence[Mapping], *, base_model: str, registry_path: st
 
 
 def cmd_sft(a) -> None:
-    from convrag.cli import set_threads
+    from convrag.cliargs import set_threads
     from convrag.io import write_json
     from convrag.records import read_records
 
@@ -383,7 +383,7 @@ def cmd_sft(a) -> None:
     if a.role == "rewrite":
         prompts = load_rewrite_prompts(a.prompts)
     else:
-        from convrag.studies.coral.cli import _read_run
+        from convrag.rag.replay import shown_passages
         from convrag.studies.coral.generate import load_prompts
 
         missing = [f"--{k}" for k in ("run", "run_queries", "corpus") if not getattr(a, k)]
@@ -391,7 +391,7 @@ def cmd_sft(a) -> None:
             raise ConfigError(f"coral sft: --role generate needs {', '.join(m.replace('_', '-') for m in missing)} "
                               "(the retrieval run whose top-k passages are shown)")
         prompts = load_prompts(a.prompts)
-        passages = _read_run(tasks, a.run, a.run_queries, a.corpus, a.top_k)
+        passages = shown_passages(tasks, a.run, a.run_queries, a.corpus, a.top_k)
     examples, report = sft_examples(tasks, a.role, prompts, passages_by_task=passages, strategy=a.strategy,
                                     max_history_turns=a.max_history_turns, citations=a.citations)
     train_sft(examples, base_model=a.base_model, registry_path=a.registry, out_dir=a.out, lora=a.lora,
@@ -404,7 +404,7 @@ def cmd_sft(a) -> None:
 
 def add_sft_cli(sub) -> None:
     """Register ``sft`` on the ``convrag coral`` subparsers."""
-    from convrag.cli import json_arg
+    from convrag.cliargs import json_arg
     from convrag.llm.registry import DEFAULT_REGISTRY
 
     s = sub.add_parser("sft", help="LoRA-fine-tune a rewriter or a generator on the golden rewrites / cited "

@@ -1,6 +1,6 @@
 """The embedded CORAL world: the project's generated mini world (``convrag.data.miniworld``)
 rendered as small Wikipedia-like HTML pages, so that CORAL's conversation construction
-(``convrag.data.coral_pages``), retrieval and generation all run offline on data the project
+(``convrag.studies.coral.pages``), retrieval and generation all run offline on data the project
 makes itself.
 
 Why pages: CORAL builds conversations from Wikipedia pages (title tree = headings, golden
@@ -56,11 +56,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from convrag.data.miniworld import _BASED, _FLAVOUR, _ORGS, _PROFESSIONS, _SECTORS, _WORK, _WORKS, Entity, World
+from convrag.data.miniworld import BASED, FLAVOUR, ORGS, PROFESSIONS, SECTORS, WORK, WORKS, Entity, World
 from convrag.errors import ConfigError
 from convrag.io import temp_dir
 
-PAGE_KINDS = ("person", *_ORGS, *_WORKS, "city")
+PAGE_KINDS = ("person", *ORGS, *WORKS, "city")
 MIN_DEPTH = 3  # LDS needs 3 nodes root-to-leaf
 MIN_NODES = 6  # SIDS / STRW need 6 turns
 _SECTIONS_OF_WORK = {"novel": ("Plot", "Authorship", "Publication", "author"),
@@ -118,7 +118,7 @@ def _match(e: Entity, pattern: str) -> str | None:
 
 
 def _flavour(e: Entity, pool: str) -> str | None:
-    return next((f for f in _FLAVOUR[pool] if f in e.text), None)
+    return next((f for f in FLAVOUR[pool] if f in e.text), None)
 
 
 class _Index:
@@ -154,7 +154,7 @@ def _studied(p: Entity) -> _Sent:
 
 
 def _career(p: Entity) -> _Sent:
-    return _s(f"After university, {p.attrs['surname']} began a career in {_PROFESSIONS[p.attrs['prof']]} "
+    return _s(f"After university, {p.attrs['surname']} began a career in {PROFESSIONS[p.attrs['prof']]} "
               f"as a {p.attrs['prof']}.", p)
 
 
@@ -191,7 +191,7 @@ def _economy(k: Entity) -> list[_Sent]:
 
 def _org_desc(o: Entity) -> str:
     if o.kind == "company":
-        return _SECTORS[o.attrs["sector"]][0]
+        return SECTORS[o.attrs["sector"]][0]
     return {"university": "public university", "orchestra": "orchestra"}[o.kind]
 
 
@@ -201,7 +201,7 @@ def _article(word: str) -> str:
 
 def _org_intro(o: Entity) -> _Sent:
     d = _org_desc(o)
-    return _s(f"{o.name} is {_article(d)} {d} {_BASED[o.kind]} in {o.rel['home'].name}.", o)
+    return _s(f"{o.name} is {_article(d)} {d} {BASED[o.kind]} in {o.rel['home'].name}.", o)
 
 
 def _founded(o: Entity) -> _Sent:
@@ -209,7 +209,7 @@ def _founded(o: Entity) -> _Sent:
 
 
 def _org_home(o: Entity) -> _Sent:
-    return _s(f"{o.name} is {_BASED[o.kind]} in {o.rel['home'].name}.", o)
+    return _s(f"{o.name} is {BASED[o.kind]} in {o.rel['home'].name}.", o)
 
 
 def _org_extra(o: Entity) -> list[_Sent]:
@@ -225,11 +225,11 @@ def _org_extra(o: Entity) -> list[_Sent]:
 
 def _work_intro(w: Entity) -> _Sent:
     what = {"novel": "novel written", "film": "film directed", "album": "album recorded"}[w.kind]
-    return _s(f"{w.name} is {_article(what)} {what} by {w.rel['creator'].name}, {_WORK[w.kind]['out']} in {w.year}.", w)
+    return _s(f"{w.name} is {_article(what)} {what} by {w.rel['creator'].name}, {WORK[w.kind]['out']} in {w.year}.", w)
 
 
 def _work_pub(w: Entity) -> _Sent:
-    return _s(f"{w.name} was {_WORK[w.kind]['pub']} by {w.rel['publisher'].name}.", w)
+    return _s(f"{w.name} was {WORK[w.kind]['pub']} by {w.rel['publisher'].name}.", w)
 
 
 def _work_body(w: Entity) -> list[_Sent]:
@@ -270,8 +270,8 @@ def _person_page(p: Entity, ix: _Index, max_items: int) -> tuple[str, list[_Sent
         _Sec(uni.name, [_org_intro(uni), *_org_extra(uni)], [
             _Sec("Founding", [_founded(uni), _person_intro(founder)] if founder is not p else [_founded(uni)]),
             _Sec("Location", [_org_home(uni), _city_in(uni.rel["home"])])])])
-    works = ix.of("creator", p, _WORKS)[:max_items]
-    orgs = ix.of("founder", p, _ORGS)[:max_items]
+    works = ix.of("creator", p, WORKS)[:max_items]
+    orgs = ix.of("founder", p, ORGS)[:max_items]
     career_sents = [_career(p)]
     if works:
         career_sents.append(_s(f"The works of {p.attrs['surname']} include {_listing([w.name for w in works])}.", *works))
@@ -306,7 +306,7 @@ def _org_page(o: Entity, ix: _Index, max_items: int) -> tuple[str, list[_Sent], 
         _Sec("Founder", [_person_intro(founder), _career(founder)], fkids)])
     secs = [history, place]
     if o.kind == "company":
-        works = ix.of("publisher", o, _WORKS)[:max_items]
+        works = ix.of("publisher", o, WORKS)[:max_items]
         if works:
             cat = _Sec("Catalogue", [_s(f"Titles brought out by {o.name} include {_listing([w.name for w in works])}.",
                                         *works)])
@@ -341,7 +341,7 @@ def _work_page(w: Entity, ix: _Index, max_items: int) -> tuple[str, list[_Sent],
     if body:
         secs.append(_Sec(body_title, body))
     uni = c.rel["studied"]
-    others = [x for x in ix.of("creator", c, _WORKS) if x is not w][:max_items]
+    others = [x for x in ix.of("creator", c, WORKS) if x is not w][:max_items]
     ckids = [_Sec("Early life", [_born(c), _city_in(c.rel["born_in"])]),
              _Sec("Education", [_studied(c), _org_intro(uni)])]
     if others:
@@ -350,7 +350,7 @@ def _work_page(w: Entity, ix: _Index, max_items: int) -> tuple[str, list[_Sent],
     secs.append(_Sec(who_title, [_s(f"{w.name} is the work of {c.name}.", w)], [
         _Sec(c.name, [_person_intro(c), _career(c)], ckids)]))
     home = pub.rel["home"]
-    secs.append(_Sec(pub_title, [_s(f"{w.name} was {_WORK[w.kind]['out']} in {w.year}.", w), _work_pub(w)], [
+    secs.append(_Sec(pub_title, [_s(f"{w.name} was {WORK[w.kind]['out']} in {w.year}.", w), _work_pub(w)], [
         _Sec(pub.name, [_org_intro(pub), _founded(pub)], [
             _Sec("Headquarters", [_org_home(pub), _city_in(home)], [
                 _Sec(home.rel["country"].name, [_country(home.rel["country"])])]),
@@ -376,7 +376,7 @@ def _city_page(c: Entity, ix: _Index, max_items: int) -> tuple[str, list[_Sent],
             sec.children.append(_Sec(p.name, [_person_intro(p), _career(p)], [
                 _Sec("Education", [_studied(p), _org_intro(p.rel["studied"])])]))
         secs.append(sec)
-    orgs = ix.of("home", c, _ORGS)[:max_items]
+    orgs = ix.of("home", c, ORGS)[:max_items]
     if orgs:
         sec = _Sec("Institutions", [_s(f"{c.name} is home to {_listing([o.name for o in orgs])}.", *orgs)])
         for o in orgs:
@@ -386,7 +386,7 @@ def _city_page(c: Entity, ix: _Index, max_items: int) -> tuple[str, list[_Sent],
     return f"{c.name}, {k.name}", [_city_in(c), *_city_pop(c)], secs
 
 
-_BUILDERS = {"person": _person_page, **{k: _org_page for k in _ORGS}, **{k: _work_page for k in _WORKS},
+_BUILDERS = {"person": _person_page, **{k: _org_page for k in ORGS}, **{k: _work_page for k in WORKS},
              "city": _city_page}
 
 
@@ -519,7 +519,7 @@ def page_statistics(pages: Sequence[Page]) -> dict:
     sizes and depths, and how many pages can start each sampler at its regular turn range
     (LDS 3-6, SIDS/STRW 6-10; DTRW needs a root-title partner and 6 turns over both trees) and
     at the long range (11-20 turns; LDS has none)."""
-    from convrag.data.coral_pages import DEFAULT_TURNS, LONG_TURNS, RootTitleIndex, flow_capacity, parse_html_page
+    from convrag.studies.coral.pages import DEFAULT_TURNS, LONG_TURNS, RootTitleIndex, flow_capacity, parse_html_page
 
     trees = [parse_html_page(p.html, p.page_id) for p in pages]
     index = RootTitleIndex(trees)

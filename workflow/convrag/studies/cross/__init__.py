@@ -26,7 +26,7 @@ class Cross(Study):
     version = "1"
 
     def check(self, config, registry, source):
-        from convrag.config import check_names, unknown_name
+        from convrag.schema import check_names, unknown_name
         from convrag.errors import ConfigError
         import convrag.metrics.citation  # noqa: F401  (registers bleu1)
         import convrag.metrics.text  # noqa: F401  (registers rougeL)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from convrag.cli import json_arg, set_threads
+from convrag.cliargs import json_arg, set_threads
 
 
 def cmd_tasks(a):
@@ -87,7 +87,7 @@ def cmd_score(a):
     import yaml
 
     from convrag.io import read_json, read_jsonl, write_json, write_jsonl, write_parquet
-    from convrag.judges.registry import summary
+    from convrag.llm.judge import summary
     from convrag.llm.engine import EnginePool
     from convrag.rag.jobs import write_outputs
     from convrag.records import Passage, TurnTask, read_records
@@ -114,13 +114,13 @@ def cmd_score(a):
             acc["answer_correctness"] = engine.accounting.to_dict()
             acc.setdefault("verdicts", {})["answer_correctness"] = summary(got)
         if a.content_model:
-            from convrag.studies.worse_labels import judges as wl
+            from convrag.judges.content import judge_content, load_content_prompts
 
             corpus = {p.doc_id: p for path in a.corpora for p in read_records(path, Passage)}
             engine = pool.engine(a.content_model, role="judge")
             items = sc.content_items(records, tasks, corpus, a.top_k)
-            prompts = wl.load_prompts(a.prompts_dir, which=("content",))["content"]
-            got = wl.judge_content(items, engine, prompts, max_tokens=a.content_max_tokens)
+            prompts = load_content_prompts(a.prompts_dir)
+            got = judge_content(items, engine, prompts, max_tokens=a.content_max_tokens)
             verdicts += [{"judge": "worse_labels_content", **v} for v in got]
             labels = {v["item_id"]: (v["value"] or {}).get("label") for v in got}
             crow, contexts = sc.content_rows(records, tasks, labels, a.top_k, a.partial_insufficient)

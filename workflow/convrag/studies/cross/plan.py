@@ -41,7 +41,7 @@ def domains(config: dict, benchmark: str) -> dict[str, str]:
 
 def grid(config: dict) -> dict:
     """The grid's axes, small and JSON-able (what the ``plan`` target rebuilds the cells from)."""
-    from convrag.config import is_closed_book
+    from convrag.retrieval import is_closed_book
 
     c = config["cross"]
     return {"benchmarks": list(c["benchmarks"]), "multihop": list(c["multihop"]),
@@ -83,7 +83,7 @@ def answer_jobs(config: dict) -> list[dict]:
 
 def model_jobs(config: dict) -> list[dict]:
     """Every model-calling job: sharding, answering (reader, rewriter, retriever LLM), scoring."""
-    from convrag.config import retriever_llm
+    from convrag.retrieval import retriever_llm
 
     c = config["cross"]
     jobs = [dict(stage="shard", benchmark=d, model=c["sharding"]["model"]) for d in c["multihop"]

@@ -8,7 +8,6 @@ import shlex
 from convrag.layout import Layout
 from convrag.studies.cross import paths
 from convrag.studies.cross.plan import answer_jobs, domains, is_multihop
-from convrag.studies.lic_rag.wiring import corpus_source  # noqa: F401  (the shard rule's --source)
 
 
 def shard_benchmarks(config: dict) -> list[str]:
@@ -29,7 +28,7 @@ def tasks_inputs(config: dict, L: Layout, dataset: str) -> dict:
 
 
 def answer_inputs(config: dict, L: Layout, prompts_dir: str, benchmark: str, retriever: str, policy: str) -> dict:
-    from convrag.config import is_closed_book
+    from convrag.retrieval import is_closed_book
 
     c = config["cross"]
     closed = is_closed_book(config, retriever)
@@ -45,7 +44,7 @@ def answer_args(config: dict, L: Layout, benchmark: str, retriever: str, policy:
     """The ``convrag cross answer`` arguments of one cell besides its files and names."""
     from os.path import dirname
 
-    from convrag.config import is_closed_book, retriever_kind, retriever_llm
+    from convrag.retrieval import is_closed_book, retriever_kind, retriever_llm
 
     c = config["cross"]
     closed = is_closed_book(config, retriever)

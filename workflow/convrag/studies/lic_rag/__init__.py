@@ -19,7 +19,7 @@ class LicRag(Study):
     version = "1"
 
     def check(self, config, registry, source):
-        from convrag.config import check_names, unknown_name
+        from convrag.schema import check_names, unknown_name
         from convrag.errors import ConfigError
 
         lic = config["lic_rag"]
@@ -58,7 +58,7 @@ class LicRag(Study):
         return {**arts, **reproduction_artifacts(self, layout, arts)}
 
     def context(self, config):
-        from convrag.config import is_closed_book, retriever_kind
+        from convrag.retrieval import is_closed_book, retriever_kind
         from convrag.report.reproduction import dataset_identity, retriever_identity
         from convrag.retrieval import capabilities
 

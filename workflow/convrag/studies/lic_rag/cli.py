@@ -1,31 +1,13 @@
-"""``convrag lic-rag <stage>``: the study's own stages (shard, shard-review, simulate, score)."""
+"""``convrag lic-rag <stage>``: the study's own stages (shard-review, simulate, score); sharding is the
+shared ``convrag shard`` (convrag.sharding)."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-from convrag.cli import json_arg, set_threads
+from convrag.cliargs import json_arg, set_threads
 from convrag.errors import ConfigError
-
-
-def cmd_shard(a):
-    import yaml
-
-    from convrag.io import atomic_open
-    from convrag.llm.engine import load_engine
-    from convrag.records import Question, read_records, write_records
-    from convrag.studies.lic_rag.shards import ShardPrompts, shard_questions, shard_report
-
-    set_threads(a.threads)
-    qs = read_records(a.questions, Question)
-    prompts = ShardPrompts.from_dict(yaml.safe_load(open(a.prompts)), source=a.source)
-    engine = load_engine(a.model, a.registry, a.cache)
-    sets = shard_questions(qs, engine, prompts, a.settings)
-    write_records(a.out, sets)
-    with atomic_open(a.report) as fh:
-        fh.write(shard_report(sets, qs))
-    engine.write_accounting(a.accounting)
 
 
 def cmd_shard_review(a):
@@ -131,14 +113,6 @@ def add_cli(sub) -> None:
         sp = sub.add_parser(name, help=help, description=help)
         sp.set_defaults(fn=fn)
         return sp
-
-    s = add("shard", cmd_shard, "LLM shard construction with automatic checks and a report")
-    for k in ("questions", "prompts", "model", "registry", "cache", "out", "report", "accounting"):
-        s.add_argument(f"--{k}", required=True)
-    s.add_argument("--settings", type=json_arg, required=True, help="the lic_rag.sharding block as JSON")
-    s.add_argument("--source", default=None, help="source dataset of the prompt pairs (hotpotqa, 2wikimultihopqa, "
-                   "musique, miniworld)")
-    s.add_argument("--threads", type=int, default=None)
 
     s = add("shard-review", cmd_shard_review, "export shard sets to an editable review file, or apply an edited one")
     s.add_argument("action", choices=["export", "apply"])

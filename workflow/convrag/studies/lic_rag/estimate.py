@@ -25,7 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from convrag.config import load_config, retriever_kind, retriever_llm
+from convrag.retrieval import retriever_kind, retriever_llm
 from convrag.cost import SCENARIOS, Tokens, Work, WorkList, reply_delta
 from convrag.errors import ConfigError, DataError
 from convrag.layout import Layout
@@ -276,10 +276,9 @@ def _passage_delta(m: Measured, lic: dict, passage_tokens: float | None, notes: 
 def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
     """``Study.estimate`` of lic_rag: the Work of every simulate, shard, knowledge-graph and
     LLM index-build job of ``config``. ``measured``: ``results`` (folder), ``config`` (the
-    measured run's, validated, or its path), ``passage_tokens`` (target passage length).
+    measured run's, validated: ``convrag estimate`` loads it), ``passage_tokens`` (target passage length).
     ``throughput`` is not needed here: time is the generic model's (``cost.summarize``)."""
-    mcfg = measured.get("config")
-    mcfg = mcfg if isinstance(mcfg, dict) else load_config(mcfg)
+    mcfg = measured["config"]
     m = measure(measured.get("results", "results"), mcfg)
     lic, L = config[KEY], Layout(config["results_dir"])
     out = WorkList(notes=m.notes)

@@ -15,7 +15,7 @@ def label(conversations, questions: dict, classifier, classifier_prompts: dict, 
           classifier_max_tokens: int, judge_max_tokens: int) -> None:
     """Write each assistant turn's ``category`` (+ ``category_parsed``, ``category_raw``) and
     each conversation's ``judgment`` in place. ``questions``: (dataset, qid) -> Question."""
-    from convrag.judges.categories import classify_turns
+    from convrag.studies.lic_rag.judges import classify_turns
     from convrag.judges.correctness import judge_answers
 
     by_id = {c.conv_id: c for c in conversations}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from convrag.judges.categories import CATEGORIES  # noqa: F401  (response categories of assistant turns)
+from convrag.studies.lic_rag.judges import CATEGORIES  # noqa: F401  (response categories of assistant turns)
 from convrag.llm.types import Sampling
 
 CONDITIONS = ("FULL", "CONCAT", "SHARDED", "RECAP", "SNOWBALL")
@@ -54,7 +54,7 @@ def job_settings(lic: dict) -> dict:
 def job_block(settings: dict, source: str = "simulate --settings") -> dict:
     """A simulate job's settings JSON validated against the study's own schema fragment,
     defaults filled from it (so a job run by hand gets exactly the config's defaults)."""
-    from convrag.config import validate_fragment
+    from convrag.schema import validate_fragment
     from convrag.studies.lic_rag import STUDY
 
     return validate_fragment(dict(settings), STUDY.schema_path, SETTING_KEYS, source, prefix="lic_rag")
@@ -89,7 +89,7 @@ def cells(lic: dict, closed: bool = False) -> list[tuple[str, str]]:
 def simulate_jobs(config: dict) -> list[dict]:
     """Every simulate job of the grid: one per (dataset, model, retriever, chunk), running all
     of that retriever's cells in lockstep (one batch per turn for all cells)."""
-    from convrag.config import is_closed_book
+    from convrag.retrieval import is_closed_book
 
     lic = config["lic_rag"]
     by_ret = {ret: cells(lic, is_closed_book(config, ret)) for ret in lic["retrievers"]}

@@ -14,7 +14,7 @@ import yaml
 
 from convrag.errors import DataError
 from convrag.records import Question, ShardSet
-from convrag.studies.lic_rag.shards import _reasons, check_shards
+from convrag.sharding import _reasons, check_shards
 
 DECISIONS = ("accept", "edit", "reject")
 HEADER = """\

@@ -50,7 +50,7 @@ from convrag.rag.reader import Reader
 from convrag.records import Conversation, Passage, Question
 from convrag.retrieval.base import Capabilities
 from convrag.studies.lic_rag.plan import CONDITIONS, SINGLE_TURN, Settings
-from convrag.studies.lic_rag.shards import entities, leaks_answer, mentions
+from convrag.sharding import entities, leaks_answer, mentions
 
 _SELECTION = re.compile(r"^\s*(?:clue\s*)?#?(\d+)\s*[:.)\-]\s*(.+?)\s*$", re.IGNORECASE)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from convrag.config import is_closed_book, retriever_kind, retriever_llm
+from convrag.retrieval import is_closed_book, retriever_kind, retriever_llm
 from convrag.layout import Layout
 from convrag.retrieval import capabilities
 from convrag.studies.lic_rag import paths
@@ -29,12 +29,6 @@ def retrievers_by_class(config: dict) -> dict[str, list[str]]:
 def cell_outputs(config: dict, L: Layout, closed: bool) -> list[str]:
     return [paths.conversations(L, "{dataset}", "{model}", "{retriever}", c, p, "{chunk}")
             for c, p in cells(config["lic_rag"], closed)]
-
-
-def corpus_source(config: dict, dataset: str) -> str:
-    """The source of a dataset's shard prompt pairs: miniworld or the hipporag format."""
-    c = config["corpora"][config["datasets"][dataset]["corpus"]]
-    return c["kind"] if c["kind"] == "miniworld" else c["format"]
 
 
 def review_file(config: dict, dataset: str) -> str | None:
@@ -101,7 +95,7 @@ def retrieval_system_rows(config: dict) -> list[dict]:
 def model_rows(config: dict) -> list[dict]:
     """The paper's Table 12 for this grid: each model of a role, with what is run (weights or
     API model and revision), its size and its access (open weights or API)."""
-    from convrag.config import config_registry
+    from convrag.schema import config_registry
 
     registry = config_registry(config)
     lic = config["lic_rag"]

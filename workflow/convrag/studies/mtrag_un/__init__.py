@@ -24,7 +24,7 @@ class MtragUn(Study):
     version = "1"
 
     def check(self, config, registry, source):
-        from convrag.config import check_names, unknown_name
+        from convrag.schema import check_names, unknown_name
         from convrag.metrics.registry import check_metric_names
         from convrag.rag.policies import POLICIES
 
@@ -79,6 +79,13 @@ class MtragUn(Study):
                 "human": paths.human_scores(layout) if m["evaluation"]["human_evaluations"] else None,
                 "gold": gold_files(config, layout, b, domains(config)) if m["retrievers"] else []}
         return {**arts, **reproduction_artifacts(self, layout, arts)}
+
+    def hub_models(self, config):
+        """BERTScore's model (the paper's DeBERTa-xlarge-MNLI in the paper setting)."""
+        from convrag.studies.mtrag_un.evaluate import bertscore_config
+
+        model = bertscore_config(config["mtrag_un"]["evaluation"]["bertscore"]).get("model_type")
+        return [("mtrag_un.evaluation.bertscore", model)] if model else []
 
     def context(self, config):
         from convrag.report.reproduction import benchmark_identity, retriever_identity

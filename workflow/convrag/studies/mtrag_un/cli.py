@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from convrag.cli import json_arg, set_threads
+from convrag.cliargs import json_arg, set_threads
 
 
 def cmd_score_retrieval(a):

@@ -35,7 +35,7 @@ from typing import Iterable
 
 import yaml
 
-from convrag.judges.registry import Judge, register_judge, run_judge
+from convrag.llm.judge import Judge, register_judge, run_judge
 from convrag.metrics.faithfulness import STATEMENTS_JUDGE, STATUSES, VERDICTS_JUDGE, faithfulness_scores
 from convrag.metrics.mtrag import (
     IDK_UNKNOWN,

@@ -44,7 +44,7 @@ class WorseLabels(Study):
     version = "1"
 
     def check(self, config, registry, source):
-        from convrag.config import check_names, unknown_name
+        from convrag.schema import check_names, unknown_name
         from convrag.errors import ConfigError
         from convrag.metrics.registry import check_metric_names
 

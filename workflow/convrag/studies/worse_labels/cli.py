@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from convrag.cli import json_arg, set_threads
+from convrag.cliargs import json_arg, set_threads
 
 
 def _tasks(path, domain=None, answerability=None):
@@ -175,7 +175,7 @@ def cmd_read(a):
 def _run_judge(a, which, items, run):
     """One judge over ``items`` in one batched call: verdicts (unparsed replies recorded and
     counted) and accounting, all or nothing."""
-    from convrag.judges.registry import summary
+    from convrag.llm.judge import summary
     from convrag.llm.engine import EnginePool
     from convrag.rag.jobs import write_job
     from convrag.studies.worse_labels import judges
@@ -207,7 +207,7 @@ def cmd_correctness(a):
     """The answer judge over one reader's responses (correctness 1-5 against the reference; a
     response without ANSWERABLE status is not asked)."""
     from convrag.io import read_jsonl
-    from convrag.judges.registry import run_judge
+    from convrag.llm.judge import run_judge
     from convrag.studies.worse_labels import judges
 
     ref = {it["context_id"]: it for it in read_jsonl(a.items)}

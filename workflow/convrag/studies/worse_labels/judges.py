@@ -28,9 +28,14 @@ import numpy as np
 import pandas as pd
 
 from convrag.errors import DataError
-from convrag.judges.registry import Judge, register_judge, run_judge
+from convrag.judges.content import (_MARKUP, CONTENT, CONTEXT_FIELDS, LABELS, check_content_prompts,  # noqa: F401
+                                    content_messages, context_user, judge_content, parse_content)
+from convrag.judges.content import PROMPT_FILE as CONTENT_PROMPT_FILE
+from convrag.judges.prompts import check_examples, check_prompts
+from convrag.judges.prompts import need as _need
+from convrag.llm.judge import Judge, register_judge
 from convrag.llm.types import Request, Sampling
-from convrag.studies.worse_labels.readers import STATUSES, _need, check_prompts, render_history, render_passages
+from convrag.studies.worse_labels.readers import STATUSES
 
 __all__ = ["AUDIT_MAX_TOKENS", "AUDIT_STRATA_PAPER", "CONTENT", "CORRECTNESS", "LABELS", "PROCEDURES",
            "PROMPT_FILES", "audit_items", "audit_messages", "audit_sample", "check_audit_prompts", "check_content_prompts",
@@ -38,43 +43,26 @@ __all__ = ["AUDIT_MAX_TOKENS", "AUDIT_STRATA_PAPER", "CONTENT", "CORRECTNESS", "
            "load_prompts", "panel_label", "parse_content", "parse_correctness", "parse_per_document",
            "run_audit"]
 
-LABELS = ("yes", "partial", "no")
-PROMPT_FILES = {"content": "worse_labels/content.yaml", "correctness": "worse_labels/correctness.yaml",
+PROMPT_FILES = {"content": CONTENT_PROMPT_FILE, "correctness": "worse_labels/correctness.yaml",
                 "audit": "worse_labels/audit.yaml"}
 
 
 # ---------------------------------------------------------------------------------------
-# Prompts
+# Prompts (the content judge's: convrag.judges.content)
 # ---------------------------------------------------------------------------------------
-
-_CONTEXT_FIELDS = {"history", "question", "passages"}
-
-
-def check_content_prompts(prompts: Mapping, where: str) -> None:
-    check_prompts(prompts, where, {"user": _CONTEXT_FIELDS}, texts=("system", "no_history", "no_passages"))
-    _check_examples(prompts, where, ("question", "passages", "reply"))
 
 
 def check_correctness_prompts(prompts: Mapping, where: str) -> None:
     check_prompts(prompts, where, {"user": {"question", "reference", "answer"}}, texts=("system",))
-    _check_examples(prompts, where, ("question", "reference", "answer", "score"))
+    check_examples(prompts, where, ("question", "reference", "answer", "score"))
 
 
 def check_audit_prompts(prompts: Mapping, where: str) -> None:
     review = {"label_a", "reply_a", "label_b", "reply_b"}
-    check_prompts(prompts, where, {"direct.system": set(), "direct.user": _CONTEXT_FIELDS,
-                                   "per_document.system": set(), "per_document.user": _CONTEXT_FIELDS,
-                                   "adjudicate.system": set(), "adjudicate.user": _CONTEXT_FIELDS | review},
+    check_prompts(prompts, where, {"direct.system": set(), "direct.user": CONTEXT_FIELDS,
+                                   "per_document.system": set(), "per_document.user": CONTEXT_FIELDS,
+                                   "adjudicate.system": set(), "adjudicate.user": CONTEXT_FIELDS | review},
                   texts=("no_history", "no_passages", "unreadable"))
-
-
-def _check_examples(prompts: Mapping, where: str, keys: Sequence[str]) -> None:
-    from convrag.errors import ConfigError
-
-    for i, ex in enumerate(prompts.get("examples") or []):
-        for key in keys:
-            if not isinstance(ex, Mapping) or key not in ex:
-                raise ConfigError(f"{where}: examples[{i}] lacks '{key}'")
 
 
 _CHECKS = {"content": check_content_prompts, "correctness": check_correctness_prompts, "audit": check_audit_prompts}
@@ -82,88 +70,14 @@ _CHECKS = {"content": check_content_prompts, "correctness": check_correctness_pr
 
 def load_prompts(prompts_dir: str | Path, which: Sequence[str] = ("content", "correctness", "audit")) -> dict:
     """``{name: prompt dict}`` for ``which`` from the prompts folder, each checked at load."""
-    from convrag.config import read_prompt_file
+    from convrag.resources import read_prompt_file
 
     return {w: read_prompt_file(Path(prompts_dir) / PROMPT_FILES[w], _CHECKS[w]) for w in which}
-
-
-def _context_user(template: str, prompts: Mapping, item: Mapping, **extra) -> str:
-    iid = item.get("item_id", item.get("audit_id"))
-    return template.format(history=render_history(prompts, item.get("history"), iid),
-                           passages=render_passages(prompts, item["passages"], iid),
-                           question=str(item["question"]).strip(), **extra)
 
 
 # ---------------------------------------------------------------------------------------
 # Content (context sufficiency) judge and the panel
 # ---------------------------------------------------------------------------------------
-
-_MARKUP = re.compile(r"[*_#`>]")
-_LEAD = re.compile(r"^\s*(?:label|answer|verdict|sufficient)\s*[:\-]\s*", re.IGNORECASE)
-_SUPPORT = re.compile(r"^\s*support(?:ing documents?)?\s*[:\-]\s*(.*)$", re.IGNORECASE | re.MULTILINE)
-_FIRST_WORD = re.compile(r"^([a-z]+)\b")
-
-
-def _label_word(line: str) -> str | None:
-    """yes / partial / no when ``line`` (markdown and a ``Label:`` prefix removed) starts with it."""
-    clean = _LEAD.sub("", _MARKUP.sub("", line).strip()).strip().lower()
-    m = _FIRST_WORD.match(clean)
-    return m.group(1) if m and m.group(1) in LABELS else None
-
-
-def _support(text: str) -> list[int] | None:
-    """The numbers of the first ``Support:`` line, distinct, in order, positive; [] for "none";
-    None when there is no such line."""
-    m = _SUPPORT.search(_MARKUP.sub("", text))
-    if m is None:
-        return None
-    return list(dict.fromkeys(int(n) for n in re.findall(r"\d+", m.group(1)) if int(n) > 0))
-
-
-def parse_content(text: str | None) -> dict | None:
-    """``{"label", "support"}`` from a content reply; None when the first non-empty line is not
-    yes / partial / no. ``support`` is None when the reply has no ``Support:`` line. The parser
-    does not know how many passages there were: ``judge_content`` drops numbers above n."""
-    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
-    label = _label_word(lines[0]) if lines else None
-    if label is None:
-        return None
-    return {"label": label, "support": _support("\n".join(lines[1:]))}
-
-
-def content_messages(prompts: Mapping, item: Mapping) -> list[dict]:
-    """System, few-shot (context -> reply) turns, then the item's context."""
-    msgs = [{"role": "system", "content": prompts["system"].strip()}]
-    for ex in prompts.get("examples") or []:
-        msgs.append({"role": "user", "content": _context_user(prompts["user"], prompts, ex)})
-        msgs.append({"role": "assistant", "content": str(ex["reply"]).strip()})
-    msgs.append({"role": "user", "content": _context_user(prompts["user"], prompts, item)})
-    return msgs
-
-
-# ``labels`` names the values of ``value["label"]`` (the registry only declares them).
-CONTENT = register_judge(Judge(
-    name="worse_labels_content", prompt=PROMPT_FILES["content"], unit="turn",
-    fields=("question", "history", "passages"), messages=content_messages, parse=parse_content,
-    labels=LABELS, max_tokens=24,
-))
-
-
-def judge_content(items: Sequence[Mapping], engine, prompts: Mapping, max_tokens: int | None = None) -> list[dict]:
-    """``run_judge`` with the content judge (one batched call), then support numbers outside
-    1..n (n = the item's passage count) are dropped; each verdict counts them in
-    ``support_dropped`` (0 when none, or when the value is None)."""
-    verdicts = run_judge(CONTENT, list(items), engine, prompts, max_tokens, desc="judge worse_labels_content")
-    for v, it in zip(verdicts, items):
-        v["support_dropped"] = 0
-        value = v["value"]
-        if value is not None and value["support"] is not None:
-            n = len(it["passages"] or [])
-            keep = [k for k in value["support"] if k <= n]
-            v["support_dropped"] = len(value["support"]) - len(keep)
-            v["value"] = {**value, "support": keep}
-    return verdicts
-
 
 def panel_label(labels: Sequence[str | None]) -> str | None:
     """The panel's label: the majority of the labels given (None = that judge's reply was
@@ -349,7 +263,7 @@ def audit_messages(prompts: Mapping, item: Mapping, procedure: str, reviews: Seq
             extra[f"label_{tag}"] = r["label"] or prompts["unreadable"].strip()
             extra[f"reply_{tag}"] = str(r["raw"] or "").strip() or prompts["unreadable"].strip()
     return [{"role": "system", "content": p["system"].strip()},
-            {"role": "user", "content": _context_user(p["user"], prompts, item, **extra)}]
+            {"role": "user", "content": context_user(p["user"], prompts, item, **extra)}]
 
 
 def _tokens(max_tokens, procedure: str) -> int:

@@ -41,7 +41,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from convrag.config import REPO_ROOT
+from convrag.resources import REPO_ROOT
 from convrag.data.recor import NO_HISTORY, official_query
 from convrag.errors import ConfigError, DataError
 from convrag.llm.types import Request, Sampling
@@ -108,7 +108,7 @@ def check_prompts(prompts: Any, where: str = "prompts", kinds: Sequence[str] = E
 
 def load_prompts(path: str | Path | None = None, kinds: Sequence[str] = EXPANSIONS) -> dict:
     """The expansion prompt file (default :data:`PROMPT_FILE`), checked for ``kinds``."""
-    from convrag.config import read_prompt_file
+    from convrag.resources import read_prompt_file
 
     return read_prompt_file(path if path is not None else PROMPT_FILE,
                             lambda p, where: check_prompts(p, where, kinds), "worse_labels expansion prompts")

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import math
 import re
-import string
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from convrag.errors import ConfigError, DataError, ModelError
+from convrag.errors import ModelError
+from convrag.judges.prompts import check_prompts, render_history, render_passages
+from convrag.judges.prompts import need as _need
 from convrag.llm.types import Request, Sampling
 
 __all__ = ["PROMPT_FILE", "STATUSES", "check_prompts", "check_reader_prompts", "load_reader_prompts",
@@ -44,31 +45,6 @@ PROMPT_FILE = "worse_labels/reader.yaml"
 # ---------------------------------------------------------------------------------------
 
 
-def _fields(template: str) -> set[str]:
-    return {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
-
-
-def check_prompts(prompts: Mapping, where: str, templates: Mapping[str, set[str]], texts: Sequence[str] = ()) -> None:
-    """Each template key exists and uses exactly its placeholders (a missing one loses input, an
-    unknown one would fail at format time); each key of ``texts`` is a string. Runs before any
-    model call, so a bad prompt file fails at load."""
-    for key in texts:
-        if not isinstance(prompts.get(key), str):
-            raise ConfigError(f"{where}: missing prompt '{key}'")
-    for key, want in templates.items():
-        node = prompts
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, Mapping) else None
-        if not isinstance(node, str):
-            raise ConfigError(f"{where}: missing prompt '{key}'")
-        got = _fields(node)
-        if got != set(want):
-            missing, extra = sorted(set(want) - got), sorted(got - set(want))
-            raise ConfigError(f"{where}: prompt '{key}' " + "; ".join(
-                ([f"lacks the placeholder(s) {', '.join('{' + m + '}' for m in missing)}"] if missing else []) +
-                ([f"has unknown placeholder(s) {', '.join('{' + e + '}' for e in extra)}"] if extra else [])))
-
-
 def check_reader_prompts(prompts: Mapping, where: str) -> None:
     check_prompts(prompts, where, {"user": {"history", "passages", "question"}},
                   texts=("system", "no_history", "no_passages"))
@@ -76,41 +52,9 @@ def check_reader_prompts(prompts: Mapping, where: str) -> None:
 
 def load_reader_prompts(prompts_dir: str | Path) -> dict:
     """``reader.yaml`` from the prompts folder (``resources/prompts``), checked."""
-    from convrag.config import read_prompt_file
+    from convrag.resources import read_prompt_file
 
     return read_prompt_file(Path(prompts_dir) / PROMPT_FILE, check_reader_prompts)
-
-
-def render_history(prompts: Mapping, history, item_id=None) -> str:
-    """Earlier turns as ``role: text`` lines; a string is used as it is; none -> ``no_history``."""
-    if history is None or history == "" or history == []:
-        return prompts["no_history"].strip()
-    if isinstance(history, str):
-        return history.strip()
-    lines = []
-    for i, t in enumerate(history):
-        if not isinstance(t, Mapping) or "role" not in t or "text" not in t:
-            raise DataError(f"item {item_id}: history[{i}] must be a mapping with 'role' and 'text'")
-        lines.append(f"{t['role']}: {t['text']}")
-    return "\n".join(lines)
-
-
-def render_passages(prompts: Mapping, passages, item_id=None) -> str:
-    """Passages numbered ``[1]``..``[n]`` (no doc ids: the reader and the judges must not see
-    which collection or retriever they came from); an empty list -> ``no_passages``."""
-    passages = list(passages or [])
-    if not passages:
-        return prompts["no_passages"].strip()
-    for i, p in enumerate(passages):
-        if not isinstance(p, str):
-            raise DataError(f"item {item_id}: passages[{i}] is {type(p).__name__}, not a string")
-    return "\n\n".join(f"[{i}] {p.strip()}" for i, p in enumerate(passages, 1))
-
-
-def _need(item: Mapping, fields: Sequence[str], what: str) -> None:
-    missing = [f for f in fields if f not in item]
-    if missing:
-        raise DataError(f"{what}: item {item.get('item_id')} lacks field(s) {', '.join(missing)}")
 
 
 def reader_messages(prompts: Mapping, item: Mapping) -> list[dict]:

@@ -53,7 +53,7 @@ def search_inputs(config: dict, L: Layout, prompts_dir: str, s: str, part: str, 
 
 
 def search_args(config: dict, s: str, r: str, registry: str, cache: str) -> str:
-    from convrag.config import retriever_kind
+    from convrag.retrieval import retriever_kind
 
     x = rung(config, s, r)
     args = [f"--retriever {retriever_kind(config, x['retriever'])}",

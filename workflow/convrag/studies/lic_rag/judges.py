@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from convrag.judges.registry import Judge, register_judge, run_judge
+from convrag.llm.judge import Judge, register_judge, run_judge
 
 CATEGORIES = ("answer_attempt", "clarification", "interrogation", "discussion", "hedge", "refuse", "missing")
 _LABEL = re.compile(r"answer[\s_-]*attempt|clarification|interrogation|discussion|hedge|refuse|missing", re.IGNORECASE)

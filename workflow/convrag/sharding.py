@@ -5,6 +5,9 @@ Why checks: a shard set is only a fair SHARDED condition if it carries the same 
 as the question (every named entity and number kept, none invented), does not give the answer away, and
 really spreads it over several turns. Every question gets a ShardSet: passed ones enter the
 grid, failed ones are listed in the shard report with the failing check, never dropped.
+
+A shared stage (``convrag shard``): lic_rag's SHARDED conditions and cross's sharded delivery
+shard the same multi-hop questions with the same prompt file (``resources/prompts/shard.yaml``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,13 @@ _NOT_ENTITIES = {
 _CONNECTORS = {"of", "the", "de", "la", "von", "van", "du", "der", "&"}  # not "and": it joins two names
 _TOKEN = re.compile(r"[A-Za-z0-9][\w'\-\.]*[\w]|[A-Za-z0-9]")
 _NUMBERED = re.compile(r"^\s*(?:\d+[\.\):]|[-*•])\s*(.+?)\s*$")
+
+
+def corpus_source(config: dict, dataset: str) -> str:
+    """The source of a dataset's shard prompt pairs (``ShardPrompts``): miniworld or the
+    hipporag format of its corpus (hotpotqa, 2wikimultihopqa, musique)."""
+    c = config["corpora"][config["datasets"][dataset]["corpus"]]
+    return c["kind"] if c["kind"] == "miniworld" else c["format"]
 
 
 def entities(text: str) -> list[str]:

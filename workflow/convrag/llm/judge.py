@@ -16,7 +16,6 @@ change a judge's model or prompt without regenerating the answers it judges. A n
 
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -55,14 +54,8 @@ def register_judge(judge: Judge) -> Judge:
 
 
 def get_judge(name: str) -> Judge:
-    import convrag.judges.categories  # noqa: F401  (registers the built-in judges)
-    import convrag.judges.correctness  # noqa: F401
-    import convrag.metrics.faithfulness  # noqa: F401
-    from convrag.studies import judge_modules
-
-    for module in judge_modules():  # each study's judges.py, where it has one
-        importlib.import_module(module)
-
+    """A registered judge by name (the module defining it must have been imported: the
+    ``convrag judge`` stage imports every judge module first, ``convrag.cli.load_judges``)."""
     if name not in JUDGES:
         raise ConfigError(f"unknown judge '{name}' (known: {', '.join(sorted(JUDGES))})")
     return JUDGES[name]
