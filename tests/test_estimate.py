@@ -82,9 +82,19 @@ def _cell(conv, assistant, user=None):
     return c
 
 
+def _only_lic_rag(cfg: dict) -> None:
+    """Drop every other study's block of the default (the registry says which: a new study in the
+    default needs no edit here)."""
+    from convrag.studies import all_studies
+
+    for key in all_studies():
+        if key != "lic_rag":
+            cfg.pop(key, None)
+
+
 def _measured_config() -> dict:
     cfg = copy.deepcopy(yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text()))
-    cfg.pop("mtrag_un"), cfg.pop("coral"), cfg.pop("worse_labels"), cfg.pop("cross")  # lic_rag's measurement only
+    _only_lic_rag(cfg)  # lic_rag's measurement only
     cfg["datasets"]["miniworld"]["n_questions"] = 2  # x 1 run: 2 conversations per cell
     cfg["lic_rag"].update(retrievers=["closed_book", "bm25", "hipporag"], conditions=["FULL", "SHARDED", "RECAP"],
                           policies=["history"], top_k=2, runs=1)
@@ -132,7 +142,7 @@ def registry_path(tmp_path) -> Path:
 
 def _target_dict(tmp_path: Path, registry_path: Path, **lic) -> dict:
     cfg = copy.deepcopy(yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text()))
-    cfg.pop("mtrag_un"), cfg.pop("coral"), cfg.pop("worse_labels"), cfg.pop("cross")  # lic_rag's sizing only
+    _only_lic_rag(cfg)  # lic_rag's sizing only
     cfg["models_registry"] = str(registry_path)
     cfg["results_dir"] = str(tmp_path / "target")
     cfg["datasets"] = {"A": {"corpus": "miniworld", "n_questions": 10}, "B": {"corpus": "miniworld", "n_questions": 4}}
