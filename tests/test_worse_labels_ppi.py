@@ -142,7 +142,7 @@ def test_the_target_builds_through_the_report_machinery(tmp_path):
     from convrag.studies.worse_labels import wiring
 
     study = get_study("worse_labels")
-    assert study.targets()["judge_corrected"].inputs == ("contexts", "labels", "audit")
+    assert study.targets()["judge_corrected"].inputs == ("gold", "contexts", "labels", "audit")
     base = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())
     cfg = yaml.safe_load((REPO_ROOT / "config" / "tests" / "worse_labels.yaml").read_text())
     cfg["retrievers"] = base["retrievers"]
