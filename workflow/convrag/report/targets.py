@@ -67,7 +67,7 @@ def build_target(study, name: str, inputs: dict, context: dict, out_stem: str) -
         from convrag.data.gold import caption_note
         from convrag.io import read_json
 
-        note = caption_note(read_json(p) for p in inputs["gold"])
+        note = caption_note(read_json(p) for p in inputs.get("gold") or [])  # none given: nothing to say
         text += f" {note}" if note else ""
     df = t.build(inputs, context)
     if t.kind == "figure":
