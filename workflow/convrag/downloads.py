@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from convrag.sources import (LOCK, SOURCES_PATH, github_pin, hf_dataset, hf_model, is_commit, lock_path,
+from convrag.sources import (LOCK, SOURCES_PATH, github_pin, hf_dataset, hf_dataset_sha256, hf_model, is_commit, lock_path,
                              pinned_model_revision)
 
 GITHUB_RAW = re.compile(r"^https://raw\.githubusercontent\.com/([^/]+/[^/]+)/([^/]+)/(.+)$")
@@ -103,7 +103,7 @@ def config_downloads(config: dict, registry: dict | None = None) -> list[dict[st
                     repo, rev, path = hf.groups()
                     pin = hf_dataset(repo)
                     e = {"key": key, "kind": "hf-dataset", "repo": repo, "revision": rev, "path": path,
-                         "sha256": f.get("sha256") or ((pin.get("files") or {}).get(path) or {}).get("sha256"),
+                         "sha256": f.get("sha256") or hf_dataset_sha256(repo, rev, path),
                          "git_blob": None, "evidence": pin.get("evidence")}
                 out.append(e)
     for name, c in config.get("corpora", {}).items():
@@ -115,7 +115,7 @@ def config_downloads(config: dict, registry: dict | None = None) -> list[dict[st
             out.append({"key": f"corpora.{name}.source ({s[role]})", "kind": "hf-dataset", "repo": s["repo_id"],
                         "revision": s.get("revision"), "path": s[role],
                         "sha256": (s.get("sha256") or {}).get(s[role])
-                        or ((pin.get("files") or {}).get(s[role]) or {}).get("sha256"),
+                        or hf_dataset_sha256(s["repo_id"], s.get("revision"), s[role]),
                         "git_blob": None, "evidence": pin.get("evidence")})
     for v in _walk_strings({k: v for k, v in config.items() if k not in ("benchmarks", "corpora")}):
         if v.startswith(("https://", "http://")) and v not in seen_urls:

@@ -60,6 +60,15 @@ def hf_dataset(repo_id: str) -> dict[str, Any]:
     return dict(load_sources().get("huggingface", {}).get("datasets", {}).get(repo_id) or {})
 
 
+def hf_dataset_sha256(repo_id: str, revision: str | None, path: str) -> str | None:
+    """The sha256 ``resources/sources.yaml`` gives a Hugging Face dataset file, when ``revision``
+    is the commit it was listed at (another revision's bytes are not known; None then)."""
+    pin = hf_dataset(repo_id)
+    if revision != pin.get("revision"):
+        return None
+    return ((pin.get("files") or {}).get(path) or {}).get("sha256")
+
+
 def hf_model(repo_id: str) -> dict[str, Any]:
     """The entry of a model repository in ``resources/sources.yaml`` ({revision, evidence}); {}
     when it is not listed."""

@@ -19,7 +19,7 @@ from convrag.layout import layout
 from convrag.llm.engine import REPLAY_ENV, TRACE_ENV
 from convrag.retrieval import capabilities
 from convrag.sharding import corpus_source
-from convrag.sources import LOCK_ENV, hf_dataset, lock_path
+from convrag.sources import LOCK_ENV, hf_dataset_sha256, lock_path
 from convrag.studies import STUDY_PATH_ENV, active_studies, plugin_paths
 from convrag.warm import RunServer
 
@@ -160,18 +160,13 @@ def download_params(wildcards):
             "lock": LOCK_FILE,
         }
     s = config["corpora"][wildcards.corpus]["source"]
-    pin = (hf_dataset(s["repo_id"]).get("files") or {}).get(wildcards.filename) or {}
     return dict(
         repo_id=s["repo_id"],
         revision=s["revision"],
         repo_type=s["repo_type"],
         filename=wildcards.filename,
         sha256=s["sha256"].get(wildcards.filename)
-        or (
-            pin.get("sha256")
-            if s["revision"] == hf_dataset(s["repo_id"]).get("revision")
-            else None
-        ),
+        or hf_dataset_sha256(s["repo_id"], s["revision"], wildcards.filename),
         lock=LOCK_FILE,
     )
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from convrag.resources import REPO_ROOT  # noqa: E402
 
 # Target (one table or figure of a study) is defined with the machinery that builds it
 from convrag.report.targets import Inputs, Target  # noqa: E402,F401
