@@ -24,6 +24,14 @@ include: "workflow/rules/index.smk"
 include: "workflow/rules/report.smk"
 
 
+# Rule templates the studies take with `use rule ... from templates as <study>_...`.
+module templates:
+    snakefile:
+        f"{workflow.basedir}/workflow/rules/templates.smk"
+    config:
+        config
+
+
 for _study in STUDIES.values():
     if _study.rules_path is not None:
 

@@ -147,7 +147,7 @@ def test_a_derived_config_plans_only_what_it_names(tmp_path):
     out = _dry_run("--configfile", str(tmp_path / "two_rungs.yaml"), cwd=tmp_path)
     jobs = _job_counts(out)
     assert jobs["worse_labels_retrieve"] == 2 * 11  # two rungs x RECOR's 11 domains
-    assert not {"worse_labels_expand", "worse_labels_fit", "worse_labels_fuse", "simulate", "mtrag_un_retrieve",
+    assert not {"worse_labels_expand", "worse_labels_fit", "worse_labels_fuse", "lic_rag_simulate", "mtrag_un_retrieve",
                 "coral_retrieve", "cross_answer"} & set(jobs), jobs
     assert set(re.findall(r"/runs/recor/\w+/(\w+)/", out)) == {"bm25_turn", "bm25_hist"}
     assert "mini_mtrag" not in out and "mini_recor" not in out and "/runs/mtrag/" not in out
@@ -167,7 +167,7 @@ def test_config_values_on_the_command_line_are_typed():
     cfg = {"lic_rag": {"runs": "1", "models": ["m"]}}
     assert apply_overrides(cfg, {"lic_rag": {"runs": "1"}}) == {"lic_rag": {"runs": 1, "models": ["m"]}}
     out = _dry_run("--config", "lic_rag={runs: 1}", "--quiet", "rules")
-    assert "simulate" in out
+    assert "lic_rag_simulate" in out
 
 
 def test_paper_and_sample_configs_write_under_their_own_results_dir():

@@ -189,7 +189,7 @@ def test_every_shell_rule_has_an_existing_env_default_config(tmp_path):
     envs = _probe(tmp_path, [REPO_ROOT / "config" / "config.yaml"])
     _check_all_resolve(envs)
     # the embedded default runs on CPU only
-    assert envs["simulate"]["smollm2-135m|bm25"][0].endswith("envs/cpu.yaml")
+    assert envs["lic_rag_simulate"]["smollm2-135m|bm25"][0].endswith("envs/cpu.yaml")
 
 
 def test_env_choice_per_job_on_the_study_grid(tmp_path):
@@ -199,7 +199,7 @@ def test_env_choice_per_job_on_the_study_grid(tmp_path):
     envs = _probe(tmp_path, [REPO_ROOT / "config" / "studies" / "lic_rag.yaml"], override)
     _check_all_resolve(envs)
     name = {rule: {case: Path(rel).name for case, (rel, _) in cases.items()} for rule, cases in envs.items()}
-    sim, idx = name["simulate"], name["build_index"]
+    sim, idx = name["lic_rag_simulate"], name["build_index"]
     assert sim["qwen2.5-7b-instruct|dense"] == "vllm-gpu.yaml"
     assert sim["llama-3.3-70b-instruct|bm25"] == "vllm-gpu.yaml"  # GPU env carries the JDK too
     assert sim["gpt-4o|bm25s"] == "cpu.yaml"
@@ -207,8 +207,8 @@ def test_env_choice_per_job_on_the_study_grid(tmp_path):
     assert sim["smollm2-135m|closed_book"] == "cpu.yaml"
     assert idx["gpt-4o|bm25"] == "java-bm25.yaml"
     assert idx["gpt-4o|dense"] == "cpu.yaml"
-    assert name["shard_questions"]["*"] == "cpu.yaml"  # sharding model gpt-4o: API
-    for rule in ("download_file", "prepare_corpus", "select_questions", "score_lic_rag"):
+    assert name["lic_rag_shard"]["*"] == "cpu.yaml"  # sharding model gpt-4o: API
+    for rule in ("download_file", "prepare_corpus", "select_questions", "lic_rag_score"):
         assert name[rule]["*"] == "cpu.yaml"
 
 

@@ -283,7 +283,7 @@ def test_faithfulness_without_any_call():
 
 
 def test_registered_judge_runs_alone():
-    # the registered judges also work through run_judge directly (``convrag judge``)
+    # the registered judges also work through run_judge directly
     eng = Scripted(lambda r: "partial")
     v = run_judge(IDK, [{"item_id": "x", "conversation": "user: hi?", "response": "half"}], eng, P["idk"])
     assert v == [{"item_id": "x", "judge": "mtrag_idk", "value": 0.5, "method": "llm", "parsed": True,

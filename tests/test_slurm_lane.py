@@ -48,7 +48,7 @@ SAME_BYTES = [
     "results/corpora/miniworld/corpus.jsonl",
     "results/corpora/miniworld/questions_all.jsonl",
 ]
-CLUSTER_RULES = {"prepare_corpus", "select_questions", "build_index", "shard_questions", "simulate"}
+CLUSTER_RULES = {"prepare_corpus", "select_questions", "build_index", "lic_rag_shard", "lic_rag_simulate"}
 RUN_TIMEOUT_S = 900  # a hung status loop must not hang CI: `timeout -s KILL` (see local-slurm.md)
 
 
@@ -113,7 +113,7 @@ def test_cluster_profile_is_complete():
     dr = prof["default-resources"]
     assert dr["slurm_account"] == "YOUR_SLURM_ACCOUNT" and dr["slurm_partition"] == "YOUR_PARTITION"
     assert dr["mem_mb"] > 0 and dr["runtime"] > 0
-    assert {"build_index", "simulate"} <= set(prof["set-resources"])
+    assert {"build_index", "lic_rag_simulate"} <= set(prof["set-resources"])
     text = PROFILE.read_text()
     assert "REPLACE" in text and "gpu_model" in text and "CONVRAG_CACHE_JOURNAL=DELETE" in text
     # the derived test profile keeps every key of the real one
@@ -134,9 +134,9 @@ def test_cluster_profile_plans_gpu_requests(tmp_path):
     plan = proc.stdout + proc.stderr
     resources = dict(re.findall(r"\nrule (\w+):.*?\n    resources: ([^\n]*)", plan, flags=re.S))
     # Snakemake < 9.2x prints unevaluated string resources as <TBD> in a dry run
-    assert re.search(r"slurm_account=(YOUR_SLURM_ACCOUNT|<TBD>)", resources["simulate"]), resources["simulate"]
-    assert "gpu=1, gpu_model=a100" in resources["simulate"], resources["simulate"]
-    assert "gpu=0, gpu_model=," in resources["shard_questions"], resources["shard_questions"]
+    assert re.search(r"slurm_account=(YOUR_SLURM_ACCOUNT|<TBD>)", resources["lic_rag_simulate"]), resources["lic_rag_simulate"]
+    assert "gpu=1, gpu_model=a100" in resources["lic_rag_simulate"], resources["lic_rag_simulate"]
+    assert "gpu=0, gpu_model=," in resources["lic_rag_shard"], resources["lic_rag_shard"]
 
 
 # --- runs ------------------------------------------------------------------------------------
@@ -244,12 +244,12 @@ def test_every_job_ran_under_slurm(slurm_run):
         assert rec["Comment"].startswith(f"rule_{rule}"), (rule, rec)
         assert Path(rec["StdOut"]) == logs[0].resolve(), (rule, rec)
     # GPU requests as the registry says: one a100 for the GPU model, nothing for the CPU model
-    sim, shard = _scontrol(submitted["simulate"][0]), _scontrol(submitted["shard_questions"][0])
+    sim, shard = _scontrol(submitted["lic_rag_simulate"][0]), _scontrol(submitted["lic_rag_shard"][0])
     assert sim.get("TresPerJob") == "gres:gpu:a100:1", sim
     assert "gpu" not in shard.get("TresPerJob", "") + shard.get("TRES", ""), shard
     # the job's own Snakemake ran the rule (through srun, executor slurm-jobstep)
-    sim_log = next((slurm_run / ".snakemake" / "slurm_logs" / "rule_simulate").rglob("*.log")).read_text()
-    assert "rule simulate:" in sim_log and "Finished job" in sim_log, sim_log[-3000:]
+    sim_log = next((slurm_run / ".snakemake" / "slurm_logs" / "rule_lic_rag_simulate").rglob("*.log")).read_text()
+    assert "rule lic_rag_simulate:" in sim_log and "Finished job" in sim_log, sim_log[-3000:]
 
 
 @needs_slurm

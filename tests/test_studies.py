@@ -125,7 +125,7 @@ def test_a_plugin_study_builds_its_table_through_snakemake(tmp_path):
             "--directory", str(tmp_path), "--configfile", str(cfg)]
     plan = subprocess.run(base + ["-n", "--quiet", "rules"], capture_output=True, text=True, env=_env(), timeout=300)
     assert plan.returncode == 0, plan.stderr[-3000:]
-    assert "study_table" in plan.stdout and "simulate" not in plan.stdout  # lic_rag is not active
+    assert "study_table" in plan.stdout and "lic_rag_simulate" not in plan.stdout  # lic_rag is not active
     proc = subprocess.run(base + ["--cores", "1"], capture_output=True, text=True, env=_env(), timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = tmp_path / "results" / "word_lengths" / "tables"

@@ -10,7 +10,7 @@ import pytest
 
 from convrag.config import REPO_ROOT
 from convrag.errors import ConfigError, DataError, ModelError
-from convrag.llm.judge import get_judge, run_judge
+from convrag.llm.judge import JUDGES, run_judge
 from convrag.llm.types import Response
 from convrag.studies.worse_labels.judges import (
     AUDIT_STRATA_PAPER,
@@ -221,7 +221,7 @@ def test_panel_label_rejects_unknown():
 
 
 def test_content_judge_registered_and_support_filtered():
-    assert get_judge("worse_labels_content") is CONTENT and get_judge("worse_labels_correctness") is CORRECTNESS
+    assert JUDGES["worse_labels_content"] is CONTENT and JUDGES["worse_labels_correctness"] is CORRECTNESS
     items = [{"item_id": "c1", "question": "q1", "history": [], "passages": ["a", "b"]},
              {"item_id": "c2", "question": "q2", "history": "", "passages": []},
              {"item_id": "c3", "question": "q3", "history": [], "passages": ["a"]}]

@@ -137,36 +137,26 @@ def cmd_shard(a):
 
 
 def cmd_build_index(a):
+    from convrag.rag.jobs import Job
     from convrag.retrieval import build_index, capabilities
 
-    set_threads(a.threads)
-    llm = pool = None
-    if capabilities(a.retriever).uses_llm:
-        from convrag.llm.engine import EnginePool
-
-        if not (a.llm and a.registry):
-            raise ConfigError(f"build-index: retriever '{a.retriever}' calls an LLM: give --llm and --registry")
-        pool = EnginePool(a.registry, a.cache)
-        llm = pool.engine(a.llm)
-    try:
+    with Job(a.registry, a.cache, a.threads) as job:
+        llm = None
+        if capabilities(a.retriever).uses_llm:
+            if not (a.llm and a.registry):
+                raise ConfigError(f"build-index: retriever '{a.retriever}' calls an LLM: give --llm and --registry")
+            llm = job.engine(a.llm, role="indexer")
         build_index(a.retriever, a.corpus, a.out_dir, a.params, llm=llm, graph_dir=a.graph_dir)
-    finally:
-        if pool is not None:
-            pool.close()
 
 
 def cmd_build_graph(a):
-    from convrag.llm.engine import EnginePool
+    from convrag.rag.jobs import Job
     from convrag.retrieval.graph.openie import build_graph
 
-    set_threads(a.threads)
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        engine = pool.engine(a.model)
+    with Job(a.registry, a.cache, a.threads) as job:
+        engine = job.engine(a.model, role="openie")
         build_graph(a.corpus, a.out_dir, engine, a.params)
         engine.write_accounting(a.accounting)
-    finally:
-        pool.close()
 
 
 # ---- models and judges ------------------------------------------------------------------
@@ -183,62 +173,20 @@ def cmd_convert_model(a):
     print(convert_gguf(folder, gguf, out_dir=a.out, dtype=a.dtype or spec.dtype or "float32"))
 
 
-def load_judges() -> None:
-    """Import every module that registers a judge (the shared ones, the metrics' and each
-    study's ``judges.py``), so ``convrag.llm.judge.get_judge`` knows them all: the registry itself
-    imports nothing above it."""
-    import importlib
-
-    import convrag.judges.content  # noqa: F401
-    import convrag.judges.correctness  # noqa: F401
-    import convrag.metrics.citation  # noqa: F401
-    import convrag.metrics.faithfulness  # noqa: F401
-    from convrag.studies import judge_modules
-
-    for module in judge_modules():  # each study's judge modules, where it has them
-        importlib.import_module(module)
-
-
-def cmd_judge(a):
-    import yaml
-
-    from convrag.io import read_jsonl, write_json, write_jsonl
-    from convrag.llm.engine import load_engine
-    from convrag.llm.judge import get_judge, run_judge, summary
-
-    set_threads(a.threads)
-    load_judges()
-    judge = get_judge(a.judge)
-    items = read_jsonl(a.items)
-    engine = load_engine(a.model, a.registry, a.cache, role=judge.name)
-    prompts = yaml.safe_load(open(a.prompts))
-    verdicts = run_judge(judge, items, engine, prompts, a.max_tokens, desc=f"judge {judge.name}")
-    write_jsonl(a.out, verdicts)
-    if a.accounting:
-        write_json(a.accounting, {"judge": judge.name, **summary(verdicts),
-                                  judge.name: engine.accounting.to_dict()})
-
-
 def cmd_answer(a):
-    import time
-
     import yaml
 
-    from convrag.llm.engine import EnginePool
     from convrag.llm.types import Sampling
-    from convrag.rag.jobs import write_job
+    from convrag.rag.jobs import Job
     from convrag.rag.replay import ChatPrompt, answer_tasks
     from convrag.records import Passage, TurnTask, read_records
     from convrag.retrieval import capabilities, load_retriever
 
-    set_threads(a.threads)
-    t0 = time.time()
-    tasks = [t for t in read_records(a.tasks, TurnTask) if a.domain is None or t.labels.get("domain") == a.domain]
-    tasks = tasks[a.chunk * a.chunk_size:(a.chunk + 1) * a.chunk_size]
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        roles = {"reader": pool.engine(a.model, role="reader")}
-        run = run_queries = corpus = None
+    with Job(a.registry, a.cache, a.threads) as job:
+        tasks = [t for t in read_records(a.tasks, TurnTask) if a.domain is None or t.labels.get("domain") == a.domain]
+        tasks = tasks[a.chunk * a.chunk_size:(a.chunk + 1) * a.chunk_size]
+        reader = job.engine(a.model, role="reader")
+        run = run_queries = corpus = retriever = caps = rewriter = rewrite_prompts = None
         if a.passages == "run":
             from convrag.rag.replay import read_run
 
@@ -246,80 +194,63 @@ def cmd_answer(a):
                 raise ConfigError("answer: --passages run needs --run, --run-queries and --corpus")
             run, run_queries = read_run(a.run, a.run_queries)
             corpus = {p.doc_id: p for p in read_records(a.corpus, Passage)}
-        retriever = caps = None
         if a.passages == "retrieved":
             if not (a.retriever and a.index_dir and a.corpus):
                 raise ConfigError("answer: --passages retrieved needs --retriever, --index-dir and --corpus")
             caps = capabilities(a.retriever)
-            if caps.uses_llm:
-                roles["retriever"] = pool.engine(a.retriever_llm or a.model, role="retriever")
-            retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=roles.get("retriever"))
+            llm = job.engine(a.retriever_llm or a.model, role="retriever") if caps.uses_llm else None
+            retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=llm)
             corpus = {} if caps.closed_book else {p.doc_id: p for p in read_records(a.corpus, Passage)}
-        rewrite_prompts = None
-        if a.policy == "llm_rewrite" and a.passages == "retrieved":
-            if not (a.rewrite_model and a.rewrite_prompts):
-                raise ConfigError("answer: --policy llm_rewrite needs --rewrite-model and --rewrite-prompts")
-            roles["rewriter"] = pool.engine(a.rewrite_model, role="rewriter")
-            rewrite_prompts = yaml.safe_load(open(a.rewrite_prompts))
-        s = a.sampling
+            if a.policy == "llm_rewrite":
+                if not (a.rewrite_model and a.rewrite_prompts):
+                    raise ConfigError("answer: --policy llm_rewrite needs --rewrite-model and --rewrite-prompts")
+                rewriter = job.engine(a.rewrite_model, role="rewriter")
+                rewrite_prompts = yaml.safe_load(open(a.rewrite_prompts))
         records = answer_tasks(
-            tasks, engine=roles["reader"], prompt=ChatPrompt(yaml.safe_load(open(a.prompts))),
-            sampling=Sampling(s.get("temperature", 0.0), s.get("top_p", 1.0), s["max_tokens"], tuple(s.get("stop", ()))),
-            policy=a.policy, passages_from=a.passages, retriever=retriever, capabilities=caps, corpus=corpus,
-            top_k=a.top_k, recall_k=a.recall_k, runs=a.runs, seed=a.seed,
-            setting={"model": a.model, "retriever": a.retriever_name}, rewrite_llm=roles.get("rewriter"),
-            rewrite_prompts=rewrite_prompts, run=run, run_queries=run_queries)
-        acc = {role: eng.accounting.to_dict() for role, eng in roles.items()}
-        acc["job"] = {"tasks": len(tasks), "answers": len(records), "unanswered": sum(not r["answered"] for r in records),
-                      "wall_seconds": round(time.time() - t0, 3)}
-        write_job({a.out: records}, a.accounting, acc)
-    finally:
-        pool.close()
+            tasks, engine=reader, prompt=ChatPrompt(yaml.safe_load(open(a.prompts))),
+            sampling=Sampling.from_config(a.sampling), policy=a.policy, passages_from=a.passages,
+            retriever=retriever, capabilities=caps, corpus=corpus, top_k=a.top_k, recall_k=a.recall_k,
+            runs=a.runs, seed=a.seed, setting={"model": a.model, "retriever": a.retriever_name},
+            rewrite_llm=rewriter, rewrite_prompts=rewrite_prompts, run=run, run_queries=run_queries)
+        job.write({a.out: records}, a.accounting, tasks=len(tasks), answers=len(records),
+                  unanswered=sum(not r["answered"] for r in records))
 
 
 def cmd_retrieve(a):
-    import time
-    from pathlib import Path
-
     import yaml
 
-    from convrag.llm.engine import EnginePool
-    from convrag.rag.jobs import write_job
+    from convrag.rag.jobs import Job
     from convrag.rag.retrieve import retrieve_tasks, write_run
     from convrag.records import TurnTask, read_records
     from convrag.retrieval import capabilities, load_retriever
 
-    set_threads(a.threads)
-    t0 = time.time()
-    tasks = [t for t in read_records(a.tasks, TurnTask)
-             if (a.domain is None or t.labels.get("domain") == a.domain) and (not a.with_qrels or t.gold_docs)]
-    pool = EnginePool(a.registry, a.cache) if a.registry else None
-    try:
-        roles = {}
+    with Job(a.registry, a.cache, a.threads) as job:
+        tasks = [t for t in read_records(a.tasks, TurnTask)
+                 if (a.domain is None or t.labels.get("domain") == a.domain) and (not a.with_qrels or t.gold_docs)]
+        llm = rewriter = prompts = None
         if capabilities(a.retriever).uses_llm:
-            if pool is None:
+            if not (a.registry and a.retriever_llm):
                 raise ConfigError(f"retrieve: retriever '{a.retriever}' calls an LLM: give --registry and --retriever-llm")
-            roles["retriever"] = pool.engine(a.retriever_llm, role="retriever")
-        prompts = None
+            llm = job.engine(a.retriever_llm, role="retriever")
         if a.policy == "llm_rewrite":
-            if pool is None or not (a.rewrite_model and a.rewrite_prompts):
+            if not (a.registry and a.rewrite_model and a.rewrite_prompts):
                 raise ConfigError("retrieve: --policy llm_rewrite needs --registry, --rewrite-model and --rewrite-prompts")
-            roles["rewriter"] = pool.engine(a.rewrite_model, role="rewriter")
+            rewriter = job.engine(a.rewrite_model, role="rewriter")
             prompts = yaml.safe_load(open(a.rewrite_prompts))
-        retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=roles.get("retriever"))
-        run, records, counts = retrieve_tasks(tasks, retriever, a.policy, a.k, llm=roles.get("rewriter"),
+        retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=llm)
+        run, records, counts = retrieve_tasks(tasks, retriever, a.policy, a.k, llm=rewriter,
                                               rewrite_prompts=prompts, rewrite_max_tokens=a.rewrite_max_tokens)
-        acc = {role: eng.accounting.to_dict() for role, eng in roles.items()}
-        acc["job"] = {**counts, "wall_seconds": round(time.time() - t0, 3)}
-        try:
-            write_run(a.out_run, run, tag=f"{a.retriever_name or a.retriever}-{a.policy}")
-            write_job({a.out_queries: records}, a.accounting, acc)
-        except BaseException:
-            Path(a.out_run).unlink(missing_ok=True)
-            raise
-    finally:
-        if pool is not None:
-            pool.close()
+        tag = f"{a.retriever_name or a.retriever}-{a.policy}"
+        job.write({a.out_queries: records}, a.accounting, first=[(a.out_run, lambda p: write_run(p, run, tag=tag))],
+                  **counts)
+
+
+def cmd_score_retrieval(a):
+    from convrag.io import write_parquet
+    from convrag.metrics.registry import score_task_runs
+    from convrag.records import TurnTask, read_records
+
+    write_parquet(score_task_runs(read_records(a.tasks, TurnTask), a.runs, a.measures, labels=tuple(a.labels)), a.out)
 
 
 # ---- reports ----------------------------------------------------------------------------
@@ -459,13 +390,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="target folder (default: the model cache, $CONVRAG_MODEL_CACHE)")
     s.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: the registry dtype)")
 
-    s = add("judge", cmd_judge, "run a registered LLM judge over an items file (JSONL) and write one verdict per item")
-    for k in ("judge", "items", "model", "prompts", "registry", "cache", "out"):
-        s.add_argument(f"--{k}", required=True)
-    s.add_argument("--max-tokens", type=int, default=None)
-    s.add_argument("--accounting", default=None)
-    s.add_argument("--threads", type=int, default=None)
-
     s = add("answer", cmd_answer, "answer one chunk of benchmark turns (TurnTask JSONL) after their recorded "
             "histories: retrieve with a query policy (or use the reference passages), prompt, generate in one batch")
     for k in ("tasks", "model", "prompts", "registry", "cache", "out", "accounting"):
@@ -508,6 +432,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--registry", default=None)
     s.add_argument("--cache", default=None)
     s.add_argument("--threads", type=int, default=None)
+
+    s = add("score-retrieval", cmd_score_retrieval, "score TREC runs per turn with ir_measures into Parquet (one "
+            "row per task, run and measure)")
+    s.add_argument("--tasks", required=True)
+    s.add_argument("--runs", type=json_arg, required=True, help="JSON [{retriever, policy, domain, path}]")
+    s.add_argument("--measures", nargs="+", required=True, help="ir_measures names, e.g. R@5 nDCG@10")
+    s.add_argument("--labels", nargs="*", default=[], help="task labels copied into every row (a study's breakdowns)")
+    s.add_argument("--out", required=True)
 
     s = add("target", cmd_target, "build one named table or figure of a study")
     s.add_argument("study")

@@ -3,5 +3,5 @@ answer-correctness judge (``correctness.py``) and the prompt checks and context 
 judges and readers (``prompts.py``). The judge machinery (one batched engine call per judge,
 unreadable replies recorded as ``parsed: false``, never guessed) is ``convrag.llm.judge``; a
 study's own judges live in the study (lic_rag's response categories, worse_labels' audit).
-``convrag judge`` runs any registered judge as its own stage over an items file.
+Each judging stage writes its verdicts beside its scores.
 """

@@ -9,9 +9,10 @@ verdict record per item: ``{item_id, judge, value, method (rule|llm), parsed, ra
 reply the parser cannot read gets ``value: None, parsed: false``: recorded and counted,
 never guessed.
 
-Verdicts are records of their own (``convrag judge`` writes them as JSONL), so a study can
-change a judge's model or prompt without regenerating the answers it judges. A new judge is
-``register_judge(Judge(...))`` in the module that defines it (a study's own package is fine).
+Verdicts are records of their own (each judging stage writes them as JSONL beside its scores),
+so a judge's model or prompt can change without regenerating the answers it judges. A new judge
+is ``register_judge(Judge(...))`` in the module that defines it (a study's own package is fine):
+names are unique across the project.
 """
 
 from __future__ import annotations
@@ -51,14 +52,6 @@ def register_judge(judge: Judge) -> Judge:
         raise ConfigError(f"judge '{judge.name}' is registered twice")
     JUDGES[judge.name] = judge
     return judge
-
-
-def get_judge(name: str) -> Judge:
-    """A registered judge by name (the module defining it must have been imported: the
-    ``convrag judge`` stage imports every judge module first, ``convrag.cli.load_judges``)."""
-    if name not in JUDGES:
-        raise ConfigError(f"unknown judge '{name}' (known: {', '.join(sorted(JUDGES))})")
-    return JUDGES[name]
 
 
 def run_judge(judge: Judge, items: list[dict], engine, prompts: dict, max_tokens: int | None = None,

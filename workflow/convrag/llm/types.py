@@ -40,6 +40,12 @@ class Sampling:
         if self.max_tokens < 1:
             raise ValueError(f"Sampling.max_tokens must be >= 1, got {self.max_tokens}")
 
+    @classmethod
+    def from_config(cls, block: dict) -> "Sampling":
+        """From a config block validated by the schema's ``$defs/sampling`` (its defaults are
+        this class's); keys it does not know (a role's ``model``) are not sampling."""
+        return cls(**{k: block[k] for k in ("temperature", "top_p", "max_tokens", "stop") if k in block})
+
     def to_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "top_p": self.top_p,
                 "max_tokens": self.max_tokens, "stop": list(self.stop)}

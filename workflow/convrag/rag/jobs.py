@@ -1,4 +1,5 @@
-"""The all-or-nothing job writer shared by every model-calling job.
+"""One way to run a model-calling job: ``Job`` owns the engine pool, each role's accounting,
+the wall time and the all-or-nothing writes.
 
 A job writes several record files (one per cell or chunk) and one accounting file. Snakemake
 treats a job as done when all its outputs exist, so a job that fails half-way must leave none
@@ -8,10 +9,58 @@ this call already wrote are removed before the error propagates.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+from convrag.cliargs import set_threads
+from convrag.errors import ConfigError
 from convrag.io import write_json
 from convrag.records import write_records
+
+
+class Job:
+    """``with Job(registry, cache, threads) as job:`` then ``job.engine(model, role)`` per role
+    (engines share one pool, so a model loads once; each role's cost is accounted apart) and one
+    ``job.write(...)`` at the end. The pool is closed however the job ends."""
+
+    def __init__(self, registry=None, cache=None, threads: int | None = None):
+        set_threads(threads)
+        self.t0 = time.time()
+        self.registry, self.cache = registry, cache
+        self._pool = None
+        self.roles: dict = {}
+
+    def engine(self, model: str, role: str):
+        if not self.registry:
+            raise ConfigError(f"the {role} model '{model}' needs --registry")
+        if self._pool is None:
+            from convrag.llm.engine import EnginePool
+
+            self._pool = EnginePool(self.registry, self.cache)
+        self.roles[role] = engine = self._pool.engine(model, role=role)
+        return engine
+
+    def accounting(self, **counts) -> dict:
+        """Each role's accounting, then the job's counts and its wall time so far."""
+        return {**{role: e.accounting.to_dict() for role, e in self.roles.items()},
+                "job": {**counts, "wall_seconds": round(time.time() - self.t0, 3)}}
+
+    def write(self, files: dict[str, list], accounting_path: str | None, *, first=(), extra: dict | None = None,
+              **counts) -> None:
+        """``files``: path -> records; ``first``: [(path, write(path))] written before them (a TREC
+        run, a report); the accounting (with ``counts``, and ``extra``'s top-level keys) last.
+        All or nothing."""
+        records = [(p, lambda p, r=r: write_records(p, r)) for p, r in files.items()]
+        acc = [(accounting_path, lambda p: write_json(p, {**self.accounting(**counts), **(extra or {})}))] \
+            if accounting_path else []
+        write_outputs([*first, *records, *acc])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._pool is not None:
+            self._pool.close()
 
 
 def write_job(files: dict[str, list], accounting_path: str | None, accounting: dict | None) -> None:

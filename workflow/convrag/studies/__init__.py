@@ -19,7 +19,7 @@ from pathlib import Path
 from convrag.errors import ConfigError
 from convrag.studies.base import Study, Target
 
-__all__ = ["Study", "Target", "all_studies", "get_study", "active_studies", "plugin_paths", "judge_modules", "STUDY_PATH_ENV"]
+__all__ = ["Study", "Target", "all_studies", "get_study", "active_studies", "plugin_paths", "STUDY_PATH_ENV"]
 
 STUDY_PATH_ENV = "CONVRAG_STUDY_PATH"
 
@@ -69,13 +69,6 @@ def all_studies(plugins=()) -> dict[str, Study]:
             raise ConfigError(f"study_plugins: {path}: study key '{study.key}' is already taken")
         out[study.key] = study
     return out
-
-
-def judge_modules() -> list[str]:
-    """The ``judges`` modules of the built-in studies (a study registers its LLM judges there),
-    so the generic ``convrag judge`` stage finds every study's judges by name."""
-    return [f"{__name__}.{info.name}.judges" for info in pkgutil.iter_modules(__path__)
-            if info.ispkg and importlib.util.find_spec(f"{__name__}.{info.name}.judges") is not None]
 
 
 def get_study(key: str, plugins=()) -> Study:

@@ -16,7 +16,7 @@ localrules:
     coral,
     coral_pages,
     coral_flows,
-    score_coral_retrieval,
+    coral_score_retrieval,
 
 
 # `snakemake --cores all coral`: this study alone.
@@ -92,7 +92,7 @@ rule coral_contextualise:
 
 
 # Table 2: one run per retriever x query policy over every turn.
-rule coral_retrieve:
+use rule retrieve from templates as coral_retrieve with:
     input:
         unpack(
             lambda wc: coral_wiring.retrieve_inputs(
@@ -118,25 +118,10 @@ rule coral_retrieve:
             models=coral_wiring.models(config, wc.retriever, wc.policy),
             retriever=wc.retriever,
         )
-    threads: config["threads"]["index"]
-    resources:
-        mem_mb=16000,
-        runtime=120,
     params:
         args=lambda wc: coral_wiring.retrieve_args(
             config, wc.retriever, wc.policy, REGISTRY, CACHE
         ),
-        retriever_params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),
-        prompts=lambda wc, input: (
-            f"--rewrite-prompts {input.rewrite_prompts}"
-            if "rewrite_prompts" in input.keys()
-            else ""
-        ),
-    shell:
-        "convrag retrieve --tasks {input.tasks} --index-dir $(dirname {input.index})"
-        " --retriever-params {params.retriever_params} --policy {wildcards.policy} {params.args} {params.prompts}"
-        " --threads {threads} --out-run {output.run} --out-queries {output.queries}"
-        " --accounting {output.accounting} 2> {log}"
 
 
 # Table 2's conversational dense retrieval: a session encoder trained on top of a dense
@@ -284,7 +269,7 @@ rule coral_sft:
         " --threads {threads} --out {output.model} --report {output.report} 2> {log}"
 
 
-rule score_coral_retrieval:
+use rule score_retrieval from templates as coral_score_retrieval with:
     input:
         tasks=coral_wiring.tasks_file(config, L),
         runs=coral_wiring.run_files(config, L),
@@ -297,9 +282,7 @@ rule score_coral_retrieval:
     params:
         runs=shlex.quote(coral_wiring.runs_arg(config, L)),
         measures=" ".join(shlex.quote(m) for m in CORAL["measures"]),
-    shell:
-        "convrag coral score-retrieval --tasks {input.tasks} --runs {params.runs}"
-        " --measures {params.measures} --out {output} 2> {log}"
+        labels="flow",
 
 
 # Table 3: one job per model x history strategy; the passages are the top of the configured

@@ -14,9 +14,9 @@ LIC_ROLES = lic_wiring.role_models(config)
 # Cheap aggregation steps run on the submit host, never as cluster jobs.
 localrules:
     lic_rag,
-    export_shard_review,
-    final_shards,
-    score_lic_rag,
+    lic_rag_export_shard_review,
+    lic_rag_final_shards,
+    lic_rag_score,
 
 
 # `snakemake --cores all lic_rag`: this study alone.
@@ -25,7 +25,7 @@ rule lic_rag:
         study_targets("lic_rag"),
 
 
-rule shard_questions:
+rule lic_rag_shard:
     input:
         questions=L.questions("{dataset}"),
         prompts=f"{PROMPTS}/shard.yaml",
@@ -63,7 +63,7 @@ rule shard_questions:
         " --accounting {output.accounting} --threads {threads} 2> {log}"
 
 
-rule export_shard_review:
+rule lic_rag_export_shard_review:
     input:
         shards=lic_paths.shards(L, "{dataset}", "shards.jsonl"),
         questions=L.questions("{dataset}"),
@@ -80,7 +80,7 @@ rule export_shard_review:
         " --out {output} 2> {log}"
 
 
-rule final_shards:
+rule lic_rag_final_shards:
     input:
         shards=lic_paths.shards(L, "{dataset}", "shards.jsonl"),
         questions=L.questions("{dataset}"),
@@ -102,7 +102,7 @@ rule final_shards:
         " {params.review} --out {output} 2> {log}"
 
 
-rule simulate:
+rule lic_rag_simulate:
     input:
         unpack(
             lambda wc: lic_wiring.simulate_inputs(
@@ -164,7 +164,7 @@ rule simulate:
 # Longest jobs first, so that none ends a run alone: the exploring graph retrievers (ToG-2,
 # PoG: several LLM rounds per query), then those with one LLM call per query (HippoRAG,
 # HippoRAG2, LightRAG).
-use rule simulate as simulate_explorer with:
+use rule lic_rag_simulate as lic_rag_simulate_explorer with:
     wildcard_constraints:
         dataset=alternatives(LIC["datasets"]),
         model=alternatives(LIC["models"]),
@@ -173,7 +173,7 @@ use rule simulate as simulate_explorer with:
     priority: 2
 
 
-use rule simulate as simulate_graph with:
+use rule lic_rag_simulate as lic_rag_simulate_graph with:
     wildcard_constraints:
         dataset=alternatives(LIC["datasets"]),
         model=alternatives(LIC["models"]),
@@ -183,7 +183,7 @@ use rule simulate as simulate_graph with:
 
 
 # Closed-book retrievers: the same job with policy `none` for every condition.
-use rule simulate as simulate_closed_book with:
+use rule lic_rag_simulate as lic_rag_simulate_closed_book with:
     output:
         conversations=lic_wiring.cell_outputs(config, L, closed=True),
         accounting=lic_paths.job_accounting(
@@ -196,7 +196,7 @@ use rule simulate as simulate_closed_book with:
         chunk=r"\d+",
 
 
-rule score_lic_rag:
+rule lic_rag_score:
     input:
         conversations=lic_wiring.conversation_files(config, L),
         questions=[L.questions(d) for d in LIC["datasets"]],

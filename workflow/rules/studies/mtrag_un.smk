@@ -5,13 +5,14 @@ from convrag.studies.mtrag_un import paths as mtrag_paths
 from convrag.studies.mtrag_un import wiring as mtrag_wiring
 from convrag.studies.mtrag_un.plan import domains as mtrag_domains
 from convrag.data.benchmarks import corpus_id as mtrag_corpus_id
+from convrag.studies.mtrag_un.analyses import SCORE_LABELS as mtrag_score_labels
 
 MTRAG = config["mtrag_un"]
 
 
 localrules:
     mtrag_un,
-    score_mtrag_un_retrieval,
+    mtrag_un_score_retrieval,
 
 
 # `snakemake --cores all mtrag_un`: this study alone.
@@ -20,7 +21,7 @@ rule mtrag_un:
         study_targets("mtrag_un"),
 
 
-rule mtrag_un_retrieve:
+use rule retrieve from templates as mtrag_un_retrieve with:
     input:
         unpack(
             lambda wc: mtrag_wiring.retrieve_inputs(
@@ -53,28 +54,14 @@ rule mtrag_un_retrieve:
             models=mtrag_wiring.models(config, wc.retriever, wc.policy),
             retriever=wc.retriever,
         )
-    threads: config["threads"]["index"]
-    resources:
-        mem_mb=16000,
-        runtime=120,
     params:
+        select=lambda wc: f"--domain {wc.domain}",
         args=lambda wc: mtrag_wiring.retrieve_args(
             config, wc.retriever, wc.policy, REGISTRY, CACHE
         ),
-        retriever_params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),
-        prompts=lambda wc, input: (
-            f"--rewrite-prompts {input.rewrite_prompts}"
-            if "rewrite_prompts" in input.keys()
-            else ""
-        ),
-    shell:
-        "convrag retrieve --tasks {input.tasks} --domain {wildcards.domain} --index-dir $(dirname {input.index})"
-        " --retriever-params {params.retriever_params} --policy {wildcards.policy} {params.args} {params.prompts}"
-        " --threads {threads} --out-run {output.run} --out-queries {output.queries}"
-        " --accounting {output.accounting} 2> {log}"
 
 
-rule score_mtrag_un_retrieval:
+use rule score_retrieval from templates as mtrag_un_score_retrieval with:
     input:
         tasks=L.benchmark_tasks(MTRAG["benchmark"]),
         runs=mtrag_wiring.run_files(config, L),
@@ -87,9 +74,7 @@ rule score_mtrag_un_retrieval:
     params:
         runs=shlex.quote(mtrag_wiring.runs_arg(config, L)),
         measures=" ".join(shlex.quote(m) for m in MTRAG["measures"]),
-    shell:
-        "convrag mtrag-un score-retrieval --tasks {input.tasks} --runs {params.runs}"
-        " --measures {params.measures} --out {output} 2> {log}"
+        labels=" ".join(mtrag_score_labels),
 
 
 # Generation (Table 4): one job per model x setting x domain; the RAG setting reads the

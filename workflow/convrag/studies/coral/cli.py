@@ -1,4 +1,4 @@
-"""``convrag coral <stage>``: the study's own stages (pages, flows, contextualise, score-retrieval)."""
+"""``convrag coral <stage>``: the study's own stages (pages, flows, contextualise, answer, evaluate, ...)."""
 
 from __future__ import annotations
 
@@ -24,94 +24,63 @@ def cmd_flows(a):
 
 
 def cmd_contextualise(a):
-    import time
-
     from convrag.io import read_jsonl, write_json
-    from convrag.llm.engine import EnginePool
     from convrag.llm.types import Sampling
-    from convrag.rag.jobs import write_job
+    from convrag.rag.jobs import Job
     from convrag.studies.coral.construct import read_trees
     from convrag.studies.coral.contextualise import build_conversations, load_prompts
 
-    set_threads(a.threads)
-    t0 = time.time()
-    pages = read_jsonl(a.pages)
-    trees = read_trees(pages)
-    flows = read_jsonl(a.flows)
-    sampling = Sampling(temperature=a.temperature, top_p=a.top_p, max_tokens=a.max_tokens, stop=("\n",))
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        engine = pool.engine(a.model, role="contextualiser")
-        tasks, report = build_conversations(trees, flows, engine, load_prompts(a.prompts),
+    with Job(a.registry, a.cache, a.threads) as job:
+        pages = read_jsonl(a.pages)
+        sampling = Sampling(temperature=a.temperature, top_p=a.top_p, max_tokens=a.max_tokens, stop=("\n",))
+        engine = job.engine(a.model, role="contextualiser")
+        tasks, report = build_conversations(read_trees(pages), read_jsonl(a.flows), engine, load_prompts(a.prompts),
                                             ref_to_doc={p["page_id"]: p["refs"] for p in pages},
                                             sampling=sampling, seed=a.seed, max_tries=a.tries)
-        acc = {"contextualiser": engine.accounting.to_dict(), "job": {"wall_seconds": round(time.time() - t0, 3)}}
-        write_json(a.report, report)
-        write_job({a.out: tasks}, a.accounting, acc)  # the tasks and their accounting: all or nothing
-    finally:
-        pool.close()
+        job.write({a.out: tasks}, a.accounting, first=[(a.report, lambda p: write_json(p, report))])
 
 
 def cmd_answer(a):
-    import time
-
     from convrag.io import write_json
-    from convrag.llm.engine import EnginePool
     from convrag.llm.types import Sampling
-    from convrag.rag.jobs import write_job
+    from convrag.rag.jobs import Job
     from convrag.rag.replay import shown_passages
     from convrag.records import TurnTask, read_records
     from convrag.studies.coral.generate import answer, at_turn, load_prompts
 
-    set_threads(a.threads)
-    t0 = time.time()
-    tasks = read_records(a.tasks, TurnTask)
-    if a.at_turn is not None:  # Figure 4: one turn of the first n conversations that reach it
-        tasks = at_turn(tasks, a.at_turn, a.conversations)
-    passages = shown_passages(tasks, a.run, a.run_queries, a.corpus, a.top_k)
-    prompts = load_prompts(a.prompts)
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        reader = pool.engine(a.model, role="reader")
-        summariser = pool.engine(a.summary_model, role="summariser") if a.summary_model else None
-        records, report = answer(reader, tasks, passages, a.strategy, prompts, sampling=Sampling(**a.sampling),
-                                 seed=a.seed, max_history_turns=a.max_history_turns, summary_engine=summariser)
-        acc = {"reader": reader.accounting.to_dict(), "job": {"wall_seconds": round(time.time() - t0, 3)}}
-        if summariser is not None:
-            acc["summariser"] = summariser.accounting.to_dict()
+    with Job(a.registry, a.cache, a.threads) as job:
+        tasks = read_records(a.tasks, TurnTask)
+        if a.at_turn is not None:  # Figure 4: one turn of the first n conversations that reach it
+            tasks = at_turn(tasks, a.at_turn, a.conversations)
+        passages = shown_passages(tasks, a.run, a.run_queries, a.corpus, a.top_k)
+        reader = job.engine(a.model, role="reader")
+        summariser = job.engine(a.summary_model, role="summariser") if a.summary_model else None
+        records, report = answer(reader, tasks, passages, a.strategy, load_prompts(a.prompts),
+                                 sampling=Sampling.from_config(a.sampling), seed=a.seed,
+                                 max_history_turns=a.max_history_turns, summary_engine=summariser)
         if a.at_turn is not None:
             report["selection"] = {"turn": a.at_turn, "conversations_asked": a.conversations,
                                    "conversations": len({t.conversation_id for t in tasks})}
-        write_json(a.report, report)
-        write_job({a.out: records}, a.accounting, acc)
-    finally:
-        pool.close()
+        job.write({a.out: records}, a.accounting, first=[(a.report, lambda p: write_json(p, report))])
 
 
 def cmd_evaluate(a):
-    import time
-
     from convrag.io import read_jsonl, write_json, write_jsonl, write_parquet
-    from convrag.llm.engine import EnginePool
     from convrag.metrics.citation import TRUE_T5, llm_entail, load_nli_prompts, t5_entail
-    from convrag.rag.jobs import write_outputs
+    from convrag.rag.jobs import Job, write_outputs
     from convrag.records import TurnTask, read_records
     from convrag.studies.coral.evaluate import score_answers
 
-    set_threads(a.threads)
-    t0 = time.time()
-    pool = EnginePool(a.registry, a.cache)
-    try:
+    with Job(a.registry, a.cache, a.threads) as job:
         if a.nli == "true_t5":  # the paper's NLI model (ALCE's TRUE-T5), outside the LLM registry
-            judge, entail, nli_name = None, t5_entail(TRUE_T5), TRUE_T5
+            entail, nli_name = t5_entail(TRUE_T5), TRUE_T5
         else:
-            judge = pool.engine(a.nli_model, role="judge")
+            judge = job.engine(a.nli_model, role="judge")
             entail, nli_name = llm_entail(judge, load_nli_prompts(a.prompts_dir), a.nli_max_tokens), a.nli_model
         records, task_list = read_jsonl(a.answers), read_records(a.tasks, TurnTask)
         df, summary = score_answers(records, task_list, entail,
                                     at_most_citations=a.at_most_citations, first_line=a.first_line)
         df = df.assign(model=a.model, strategy=a.strategy, nli_model=nli_name)
-        acc = {"judge": judge.accounting.to_dict()} if judge is not None else {}
         verdicts = list(getattr(entail, "verdicts", []))
         if a.compare_model:
             from convrag.resources import read_prompt_file
@@ -125,31 +94,20 @@ def cmd_evaluate(a):
             prompts = read_prompt_file(Path(a.prompts_dir) / PROMPT_FILE, check_pairwise_prompts, "pairwise prompts")
             # the compare model, then Figure 5's other judges on the same pairs with the same prompt
             for j in [a.compare_model, *a.judges]:
-                comparer = pool.engine(j, role="pairwise_judge" if j == a.compare_model else f"pairwise_judge:{j}")
+                comparer = job.engine(j, role="pairwise_judge" if j == a.compare_model else f"pairwise_judge:{j}")
                 outcomes, pair_verdicts, counts = compare(records, questions, goldens, comparer, prompts,
                                                           a.compare_max_tokens)
                 if j == a.compare_model:
                     df = df.assign(comparison=outcomes, compare_model=j)
-                    summary["comparison"], acc["pairwise_judge"] = counts, comparer.accounting.to_dict()
+                    summary["comparison"] = counts
                 else:
                     df[f"{JUDGE_COLUMN}{j}"] = outcomes
-                    summary[f"comparison:{j}"], acc[f"pairwise_judge:{j}"] = counts, comparer.accounting.to_dict()
+                    summary[f"comparison:{j}"] = counts
                     pair_verdicts = [{**v, "judge_model": j} for v in pair_verdicts]
                 verdicts += pair_verdicts
-        acc["job"] = {**summary, "nli": entail.summary() if hasattr(entail, "summary") else {"model": nli_name},
-                      "wall_seconds": round(time.time() - t0, 3)}
+        acc = job.accounting(**summary, nli=entail.summary() if hasattr(entail, "summary") else {"model": nli_name})
         write_outputs([(a.verdicts, lambda p: write_jsonl(p, verdicts)),
                        (a.accounting, lambda p: write_json(p, acc)), (a.out, lambda p: write_parquet(df, p))])
-    finally:
-        pool.close()
-
-
-def cmd_score_retrieval(a):
-    from convrag.io import write_parquet
-    from convrag.metrics.registry import score_task_runs
-    from convrag.records import TurnTask, read_records
-
-    write_parquet(score_task_runs(read_records(a.tasks, TurnTask), a.runs, a.measures, labels=("flow",)), a.out)
 
 
 def _dense_tasks(a):
@@ -163,18 +121,6 @@ def _dense_tasks(a):
     if not hasattr(retriever, "search_vectors"):
         raise ConfigError(f"{a.index_dir}: not a dense index (session encoders and LLM4CS search query vectors)")
     return tasks, retriever
-
-
-def _write_run(a, run, records, acc, tag):
-    from convrag.rag.jobs import write_job
-    from convrag.rag.retrieve import write_run
-
-    try:
-        write_run(a.out_run, run, tag=tag)
-        write_job({a.out_queries: records}, a.accounting, acc)
-    except BaseException:
-        Path(a.out_run).unlink(missing_ok=True)
-        raise
 
 
 def cmd_train_session(a):
@@ -191,43 +137,36 @@ def cmd_train_session(a):
 
 
 def cmd_session_retrieve(a):
-    import time
-
+    from convrag.rag.jobs import Job
+    from convrag.rag.retrieve import write_run
     from convrag.studies.coral.conversational import session_policy, session_runs
 
-    set_threads(a.threads)
-    t0 = time.time()
-    tasks, retriever = _dense_tasks(a)
-    policy = session_policy(a.name)
-    run, records, counts = session_runs(tasks, retriever, a.encoder, a.k, policy, a.max_turns)
-    _write_run(a, run, records, {"job": {**counts, "wall_seconds": round(time.time() - t0, 3)}}, policy)
+    with Job(threads=a.threads) as job:
+        tasks, retriever = _dense_tasks(a)
+        policy = session_policy(a.name)
+        run, records, counts = session_runs(tasks, retriever, a.encoder, a.k, policy, a.max_turns)
+        job.write({a.out_queries: records}, a.accounting,
+                  first=[(a.out_run, lambda p: write_run(p, run, tag=policy))], **counts)
 
 
 def cmd_llm4cs_retrieve(a):
-    import time
-
     import yaml
 
-    from convrag.llm.engine import EnginePool
     from convrag.llm.types import Sampling
+    from convrag.rag.jobs import Job
+    from convrag.rag.retrieve import write_run
     from convrag.studies.coral.conversational import LLM4CS, llm4cs_rewrites, llm4cs_runs
 
-    set_threads(a.threads)
-    t0 = time.time()
-    tasks, retriever = _dense_tasks(a)
-    sampling = Sampling(temperature=a.temperature, top_p=a.top_p, max_tokens=a.max_tokens, stop=("\n",))
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        engine = pool.engine(a.model, role="rewriter")
+    with Job(a.registry, a.cache, a.threads) as job:
+        tasks, retriever = _dense_tasks(a)
+        sampling = Sampling(temperature=a.temperature, top_p=a.top_p, max_tokens=a.max_tokens, stop=("\n",))
+        engine = job.engine(a.model, role="rewriter")
         with open(a.prompts, encoding="utf-8") as fh:
             prompts = yaml.safe_load(fh)
         rewrites, fallbacks = llm4cs_rewrites(engine, tasks, prompts, a.n, sampling, a.seed)
         run, records, counts = llm4cs_runs(tasks, retriever, rewrites, a.k, fallbacks)
-        acc = {"rewriter": engine.accounting.to_dict(),
-               "job": {**counts, "n": a.n, "wall_seconds": round(time.time() - t0, 3)}}
-        _write_run(a, run, records, acc, LLM4CS)
-    finally:
-        pool.close()
+        job.write({a.out_queries: records}, a.accounting,
+                  first=[(a.out_run, lambda p: write_run(p, run, tag=LLM4CS))], **counts, n=a.n)
 
 
 def add_cli(sub) -> None:
@@ -294,13 +233,6 @@ def add_cli(sub) -> None:
     s.add_argument("--judges", nargs="*", default=[], help="with --compare-model: other registry models that judge "
                                                           "the same pairs (Figure 5's judge comparison)")
     s.add_argument("--threads", type=int, default=None)
-
-    s = sub.add_parser("score-retrieval", help="score every retrieval run per turn with ir_measures into Parquet")
-    s.set_defaults(fn=cmd_score_retrieval)
-    s.add_argument("--tasks", required=True)
-    s.add_argument("--runs", type=json_arg, required=True, help="JSON [{retriever, policy, domain, path}]")
-    s.add_argument("--measures", nargs="+", required=True, help="ir_measures names, e.g. RR AP nDCG@3 R@20")
-    s.add_argument("--out", required=True)
 
     s = sub.add_parser("train-session", help="train a conversational dense (session) encoder, KD or Conv-ANCE "
                                              "style, on top of the ad-hoc dense encoder (Table 2)")

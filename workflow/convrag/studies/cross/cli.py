@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
-
-from convrag.cliargs import json_arg, set_threads
+from convrag.cliargs import json_arg
 
 
 def cmd_tasks(a):
@@ -23,29 +21,23 @@ def cmd_answer(a):
     """One cell: every domain of a benchmark, one retriever, policy, reader and delivery."""
     import yaml
 
-    from convrag.llm.engine import EnginePool
     from convrag.llm.types import Sampling
-    from convrag.rag.jobs import write_job
+    from convrag.rag.jobs import Job
     from convrag.rag.replay import ChatPrompt, answer_tasks
     from convrag.records import Passage, TurnTask, read_records
     from convrag.retrieval import capabilities, load_retriever
     from convrag.studies.cross.deliver import answer
 
-    set_threads(a.threads)
-    t0 = time.time()
-    tasks = read_records(a.tasks, TurnTask)
-    caps = capabilities(a.retriever)
-    s = a.sampling
-    sampling = Sampling(s.get("temperature", 0.0), s.get("top_p", 1.0), s["max_tokens"], tuple(s.get("stop", ())))
-    prompt = ChatPrompt(yaml.safe_load(open(a.prompts)))
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        roles = {"reader": pool.engine(a.model, role="reader")}
-        if caps.uses_llm:
-            roles["retriever"] = pool.engine(a.retriever_llm or a.model, role="retriever")
-        rewrite_prompts = None
+    with Job(a.registry, a.cache, a.threads) as job:
+        tasks = read_records(a.tasks, TurnTask)
+        caps = capabilities(a.retriever)
+        sampling = Sampling.from_config(a.sampling)
+        prompt = ChatPrompt(yaml.safe_load(open(a.prompts)))
+        reader = job.engine(a.model, role="reader")
+        llm = job.engine(a.retriever_llm or a.model, role="retriever") if caps.uses_llm else None
+        rewriter = rewrite_prompts = None
         if a.policy == "llm_rewrite":
-            roles["rewriter"] = pool.engine(a.rewrite_model, role="rewriter")
+            rewriter = job.engine(a.rewrite_model, role="rewriter")
             rewrite_prompts = yaml.safe_load(open(a.rewrite_prompts))
         records = []
         for domain, where in a.domains.items():
@@ -56,15 +48,16 @@ def cmd_answer(a):
                 passages_from, retriever, corpus = "none", None, {}
             else:
                 passages_from = "retrieved"
-                retriever = load_retriever(a.retriever, where["index"], a.retriever_params, llm=roles.get("retriever"))
+                retriever = load_retriever(a.retriever, where["index"], a.retriever_params, llm=llm)
                 corpus = {p.doc_id: p for p in read_records(where["corpus"], Passage)}
 
             def answer_fn(batch, retriever=retriever, corpus=corpus, passages_from=passages_from):
-                return answer_tasks(batch, engine=roles["reader"], prompt=prompt, sampling=sampling,
+                return answer_tasks(batch, engine=reader, prompt=prompt, sampling=sampling,
                                     policy=a.policy, passages_from=passages_from, retriever=retriever,
                                     capabilities=caps, corpus=corpus, top_k=a.top_k, recall_k=a.recall_k,
                                     seed=a.seed, setting={"model": a.model, "retriever": a.retriever_name},
-                                    rewrite_llm=roles.get("rewriter"), rewrite_prompts=rewrite_prompts)
+                                    rewrite_llm=rewriter, rewrite_prompts=rewrite_prompts,
+                                    rewrite_max_tokens=a.rewrite_max_tokens)
 
             records += answer(dtasks, a.delivery, answer_fn)
         missing = sorted({t.labels.get("domain") for t in tasks} - set(a.domains))
@@ -73,12 +66,8 @@ def cmd_answer(a):
 
             raise DataError(f"{a.tasks}: tasks of domain '{missing[0]}', which the job was given no index for")
         finals = [r for r in records if r["final"]]
-        acc = {role: eng.accounting.to_dict() for role, eng in roles.items()}
-        acc["job"] = {"tasks": len(tasks), "turns": len(records), "final": len(finals),
-                      "unanswered": sum(not r["answered"] for r in finals), "wall_seconds": round(time.time() - t0, 3)}
-        write_job({a.out: records}, a.accounting, acc)
-    finally:
-        pool.close()
+        job.write({a.out: records}, a.accounting, tasks=len(tasks), turns=len(records), final=len(finals),
+                  unanswered=sum(not r["answered"] for r in finals))
 
 
 def cmd_score(a):
@@ -88,36 +77,31 @@ def cmd_score(a):
 
     from convrag.io import read_json, read_jsonl, write_json, write_jsonl, write_parquet
     from convrag.llm.judge import summary
-    from convrag.llm.engine import EnginePool
-    from convrag.rag.jobs import write_outputs
+    from convrag.rag.jobs import Job, write_outputs
     from convrag.records import Passage, TurnTask, read_records
     from convrag.studies.cross import score as sc
 
-    set_threads(a.threads)
-    t0 = time.time()
-    tasks = {t.task_id: t for t in read_records(a.tasks, TurnTask)}
-    records = sc.final_records(a.answers, read_jsonl)
-    for r in records:
-        sc._task(tasks, r, a.tasks)
-    rows = sc.retrieval_rows(records, tasks, a.measures) + sc.answer_rows(records, tasks, a.metrics)
-    contexts, verdicts, acc = [], [], {}
-    pool = EnginePool(a.registry, a.cache)
-    try:
+    with Job(a.registry, a.cache, a.threads) as job:
+        tasks = {t.task_id: t for t in read_records(a.tasks, TurnTask)}
+        records = sc.final_records(a.answers, read_jsonl)
+        for r in records:
+            sc._task(tasks, r, a.tasks)
+        rows = sc.retrieval_rows(records, tasks, a.measures) + sc.answer_rows(records, tasks, a.metrics)
+        contexts, verdicts, judged = [], [], {}
         if a.judge_model:
             from convrag.judges.correctness import judge_answers
 
-            engine = pool.engine(a.judge_model, role="answer_correctness")
+            engine = job.engine(a.judge_model, role="answer_correctness")
             items = sc.judge_items(records, tasks)
             got = judge_answers(items, engine, yaml.safe_load(open(a.judge_prompts)), a.judge_max_tokens)
             verdicts += [{"judge": "answer_correctness", **v} for v in got]
             rows += sc.judge_rows(records, tasks, {v["key"]: v for v in got})
-            acc["answer_correctness"] = engine.accounting.to_dict()
-            acc.setdefault("verdicts", {})["answer_correctness"] = summary(got)
+            judged["answer_correctness"] = summary(got)
         if a.content_model:
             from convrag.judges.content import judge_content, load_content_prompts
 
             corpus = {p.doc_id: p for path in a.corpora for p in read_records(path, Passage)}
-            engine = pool.engine(a.content_model, role="judge")
+            engine = job.engine(a.content_model, role="worse_labels_content")
             items = sc.content_items(records, tasks, corpus, a.top_k)
             prompts = load_content_prompts(a.prompts_dir)
             got = judge_content(items, engine, prompts, max_tokens=a.content_max_tokens)
@@ -125,12 +109,10 @@ def cmd_score(a):
             labels = {v["item_id"]: (v["value"] or {}).get("label") for v in got}
             crow, contexts = sc.content_rows(records, tasks, labels, a.top_k, a.partial_insufficient)
             rows += crow
-            acc["worse_labels_content"] = engine.accounting.to_dict()
-            acc.setdefault("verdicts", {})["worse_labels_content"] = summary(got)
-    finally:
-        pool.close()
-    acc["job"] = {"final_answers": len(records), "rows": len(rows), "contexts": len(contexts),
-                  "wall_seconds": round(time.time() - t0, 3)}
+            judged["worse_labels_content"] = summary(got)
+        acc = job.accounting(final_answers=len(records), rows=len(rows), contexts=len(contexts))
+    if judged:
+        acc["verdicts"] = judged
     # the answer jobs' accounting, summed (one accounting row per benchmark; per cell under "cells")
     cells = {"/".join(f[k] for k in ("retriever", "policy", "reader", "delivery")):
              read_json(sc.answer_accounting_path(f["path"])) for f in a.answers}
@@ -160,6 +142,7 @@ def add_cli(sub) -> None:
     s.add_argument("--retriever-llm", default=None)
     s.add_argument("--rewrite-model", default=None)
     s.add_argument("--rewrite-prompts", default=None)
+    s.add_argument("--rewrite-max-tokens", type=int, default=64)
     s.add_argument("--sampling", type=json_arg, required=True)
     s.add_argument("--top-k", type=int, required=True)
     s.add_argument("--recall-k", type=int, required=True)

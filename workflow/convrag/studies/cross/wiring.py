@@ -59,7 +59,7 @@ def answer_args(config: dict, L: Layout, benchmark: str, retriever: str, policy:
     if llm:
         args.append(f"--retriever-llm {llm}")
     if policy == "llm_rewrite":
-        args.append(f"--rewrite-model {c['rewrite']['model']}")
+        args.append(f"--rewrite-model {c['rewrite']['model']} --rewrite-max-tokens {c['rewrite']['max_tokens']}")
     return " ".join(args)
 
 

@@ -4,9 +4,8 @@ shared ``convrag shard`` (convrag.sharding)."""
 from __future__ import annotations
 
 import argparse
-import time
 
-from convrag.cliargs import json_arg, set_threads
+from convrag.cliargs import json_arg
 from convrag.errors import ConfigError
 
 
@@ -37,8 +36,7 @@ def parse_cells(text: str) -> list[tuple[str, str]]:
 def cmd_simulate(a):
     import yaml
 
-    from convrag.llm.engine import EnginePool
-    from convrag.rag.jobs import write_job
+    from convrag.rag.jobs import Job
     from convrag.records import Passage, Question, ShardSet, read_records
     from convrag.retrieval import capabilities, load_retriever
     from convrag.studies.lic_rag import STUDY
@@ -46,57 +44,45 @@ def cmd_simulate(a):
     from convrag.studies.lic_rag.plan import Settings, job_block
     from convrag.studies.lic_rag.simulate import ConversationRunner
 
-    set_threads(a.threads)
-    t0 = time.time()
     block = job_block(a.settings)
     settings = Settings.from_block(block)
     size = block["chunk_size"]
     caps = capabilities(a.retriever)
-    shardsets = {s.qid: s for s in read_records(a.shards, ShardSet)}
-    questions = [q for q in read_records(a.questions, Question) if shardsets.get(q.qid) and shardsets[q.qid].passed]
-    chunk = questions[a.chunk * size:(a.chunk + 1) * size]
-    shards = {q.qid: [s["text"] for s in shardsets[q.qid].shards] for q in chunk}
-    passages = {} if caps.closed_book else {p.doc_id: p for p in read_records(a.corpus, Passage)}
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        labelling = [a.classifier_model, a.classifier_prompts, a.judge_model, a.judge_prompts]
-        if any(labelling) and not all(labelling):
-            raise ConfigError("simulate: give --classifier-model/--classifier-prompts and --judge-model/--judge-prompts "
-                              "together (or none of them: the conversations are then not labelled)")
-        roles = {"assistant": pool.engine(a.model, role="assistant"),
-                 "user_simulator": pool.engine(a.user_model, role="user_simulator")}
+    labelling = [a.classifier_model, a.classifier_prompts, a.judge_model, a.judge_prompts]
+    if any(labelling) and not all(labelling):
+        raise ConfigError("simulate: give --classifier-model/--classifier-prompts and --judge-model/--judge-prompts "
+                          "together (or none of them: the conversations are then not labelled)")
+    with Job(a.registry, a.cache, a.threads) as job:
+        shardsets = {s.qid: s for s in read_records(a.shards, ShardSet)}
+        questions = [q for q in read_records(a.questions, Question) if shardsets.get(q.qid) and shardsets[q.qid].passed]
+        chunk = questions[a.chunk * size:(a.chunk + 1) * size]
+        shards = {q.qid: [s["text"] for s in shardsets[q.qid].shards] for q in chunk}
+        passages = {} if caps.closed_book else {p.doc_id: p for p in read_records(a.corpus, Passage)}
+        assistant = job.engine(a.model, role="assistant")
+        user = job.engine(a.user_model, role="user_simulator")
         if all(labelling):
-            roles.update(classifier=pool.engine(a.classifier_model, role="classifier"),
-                         judge=pool.engine(a.judge_model, role="judge"))
-        if caps.uses_llm:
-            roles["retriever"] = pool.engine(a.retriever_llm or a.model, role="retriever")
-        retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=roles.get("retriever"))
+            classifier = job.engine(a.classifier_model, role="classifier")
+            judge = job.engine(a.judge_model, role="judge")
+        llm = job.engine(a.retriever_llm or a.model, role="retriever") if caps.uses_llm else None
+        retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=llm)
         runner = ConversationRunner(
             cells=a.cells, retriever=retriever, retriever_name=a.retriever_name, capabilities=caps,
             model_name=a.model, user_model_name=a.user_model, dataset=a.dataset, passages=passages,
-            assistant_engine=roles["assistant"], user_engine=roles["user_simulator"],
-            prompts=yaml.safe_load(open(a.prompts)), settings=settings,
+            assistant_engine=assistant, user_engine=user, prompts=yaml.safe_load(open(a.prompts)), settings=settings,
         )
         by_cell = runner.run(chunk, shards)
-        if "judge" in roles:
+        if all(labelling):
             label([c for v in by_cell.values() for c in v], {(q.dataset, q.qid): q for q in chunk},
-                  roles["classifier"], yaml.safe_load(open(a.classifier_prompts)),
-                  roles["judge"], yaml.safe_load(open(a.judge_prompts)),
+                  classifier, yaml.safe_load(open(a.classifier_prompts)),
+                  judge, yaml.safe_load(open(a.judge_prompts)),
                   block["classifier"]["max_tokens"], block["judge"]["max_tokens"])
-        acc = {role: eng.accounting.to_dict() for role, eng in roles.items()}
-        acc["cells"] = {
-            f"{c}_{p}": {"conversations": len(v), "unanswered_turns": sum(x.n_unanswered_turns for x in v),
-                         **runner.usage.get(f"{c}_{p}", {})}
-            for (c, p), v in by_cell.items()
-        }
-        acc["job"] = {"conversations": sum(len(v) for v in by_cell.values()), "questions": len(chunk),
-                      "cells": len(by_cell), "wall_seconds": round(time.time() - t0, 3),
-                      "unanswered_turns": sum(c.n_unanswered_turns for v in by_cell.values() for c in v),
-                      "study_version": STUDY.version}
-        write_job({f"{a.out_dir}/{cond}_{pol}/chunk{a.chunk}.jsonl": convs for (cond, pol), convs in by_cell.items()},
-                  a.accounting, acc)
-    finally:
-        pool.close()
+        cells = {f"{c}_{p}": {"conversations": len(v), "unanswered_turns": sum(x.n_unanswered_turns for x in v),
+                              **runner.usage.get(f"{c}_{p}", {})}
+                 for (c, p), v in by_cell.items()}
+        job.write({f"{a.out_dir}/{cond}_{pol}/chunk{a.chunk}.jsonl": convs for (cond, pol), convs in by_cell.items()},
+                  a.accounting, extra={"cells": cells}, conversations=sum(len(v) for v in by_cell.values()),
+                  questions=len(chunk), cells=len(by_cell), study_version=STUDY.version,
+                  unanswered_turns=sum(c.n_unanswered_turns for v in by_cell.values() for c in v))
 
 
 def cmd_score(a):

@@ -4,8 +4,7 @@ the correctness verdict of every final answer.
 They run inside the simulate job, right after its conversations are done: the model is
 already loaded there, all of a job's turns go in one batch, and no extra job per dataset
 waits for the whole grid. Changing a judge's prompt or model therefore reruns the simulate
-jobs, whose conversations then come from the LLM cache. (``convrag judge`` runs the same
-registered judges as a stage of their own, for studies that judge without simulating.)
+jobs, whose conversations then come from the LLM cache.
 """
 
 from __future__ import annotations

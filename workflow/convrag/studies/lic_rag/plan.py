@@ -34,12 +34,9 @@ class Settings:
 
     @classmethod
     def from_block(cls, lic: dict) -> "Settings":
-        def sampling(d: dict) -> Sampling:
-            return Sampling(d["temperature"], d["top_p"], d["max_tokens"], tuple(d["stop"]))
-
         return cls(runs=lic["runs"], top_k=lic["top_k"], recall_k=lic["recall_k"], seed=lic["seed"],
-                   max_extra_turns=lic["max_extra_turns"], assistant=sampling(lic["assistant"]),
-                   user=sampling(lic["user_simulator"]))
+                   max_extra_turns=lic["max_extra_turns"], assistant=Sampling.from_config(lic["assistant"]),
+                   user=Sampling.from_config(lic["user_simulator"]))
 
 
 SETTING_KEYS = ("runs", "chunk_size", "top_k", "recall_k", "seed", "max_extra_turns", "assistant",

@@ -17,11 +17,15 @@ from convrag.stats.bootstrap import paired_cluster_bootstrap
 from convrag.studies.mtrag_un.plan import POLICY_LABELS
 
 
+SCORE_LABELS = ("standalone", "answerability", "multi_turn")  # the task labels Table 2's breakdowns read
+
+
 def score_runs(tasks, runs: list[dict], measures: list[str]) -> pd.DataFrame:
-    """One row per (task, retriever, policy, measure) with MTRAG-UN's task labels."""
+    """One row per (task, retriever, policy, measure) with MTRAG-UN's task labels (what the
+    rule's ``convrag score-retrieval --labels`` writes)."""
     from convrag.metrics.registry import score_task_runs
 
-    return score_task_runs(tasks, runs, measures, labels=("standalone", "answerability", "multi_turn"))
+    return score_task_runs(tasks, runs, measures, labels=SCORE_LABELS)
 
 
 def retrieval_table(scores: pd.DataFrame) -> pd.DataFrame:

@@ -5,29 +5,16 @@ from __future__ import annotations
 from convrag.cliargs import json_arg, set_threads
 
 
-def cmd_score_retrieval(a):
-    from convrag.records import TurnTask, read_records
-    from convrag.io import write_parquet
-    from convrag.studies.mtrag_un.analyses import score_runs
-
-    write_parquet(score_runs(read_records(a.tasks, TurnTask), a.runs, a.measures), a.out)
-
-
 def _score_and_write(items, a, setting: dict, extra=None):
     """Score ``items`` with the judge model and write the metrics (with ``setting`` and the
     columns of ``extra``, row-aligned with ``items``), the verdicts and the accounting together
     (all or nothing)."""
-    import time
-
     from convrag.io import write_json, write_jsonl, write_parquet
-    from convrag.llm.engine import EnginePool
-    from convrag.rag.jobs import write_outputs
+    from convrag.rag.jobs import Job, write_outputs
     from convrag.studies.mtrag_un.evaluate import bertscore_config, score_items
 
-    t0 = time.time()
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        engine = pool.engine(a.judge_model, role="judge")
+    with Job(a.registry, a.cache) as job:
+        engine = job.engine(a.judge_model, role="judge")
         df, verdicts, counts = score_items(items, engine, a.prompts_dir, a.judges, a.max_tokens,
                                            bertscore_config(a.bertscore))
         df = df.assign(**setting, judge_model=a.judge_model)
@@ -35,12 +22,9 @@ def _score_and_write(items, a, setting: dict, extra=None):
             import pandas as pd
 
             df = pd.concat([df.reset_index(drop=True), extra.reset_index(drop=True)], axis=1)
-        acc = {"judge": engine.accounting.to_dict(),
-               "job": {**counts, "wall_seconds": round(time.time() - t0, 3)}}
+        acc = job.accounting(**counts)
         write_outputs([(a.verdicts, lambda p: write_jsonl(p, verdicts)), (a.accounting, lambda p: write_json(p, acc)),
                        (a.out, lambda p: write_parquet(df, p))])
-    finally:
-        pool.close()
 
 
 def cmd_evaluate(a):
@@ -85,13 +69,6 @@ def _judge_args(s):
 
 
 def add_cli(sub) -> None:
-    s = sub.add_parser("score-retrieval", help="score every retrieval run per task with ir_measures into Parquet")
-    s.set_defaults(fn=cmd_score_retrieval)
-    s.add_argument("--tasks", required=True)
-    s.add_argument("--runs", type=json_arg, required=True, help="JSON [{retriever, policy, domain, path}]")
-    s.add_argument("--measures", nargs="+", required=True, help="ir_measures names, e.g. R@5 nDCG@10")
-    s.add_argument("--out", required=True)
-
     s = sub.add_parser("evaluate", help="score one answers file as the official MTRAG scorer does (metrics, "
                                         "judges, conditioning) into Parquet, with every verdict")
     s.set_defaults(fn=cmd_evaluate)

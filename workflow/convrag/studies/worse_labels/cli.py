@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import time
-from pathlib import Path
-
-from convrag.cliargs import json_arg, set_threads
+from convrag.cliargs import json_arg
 
 
 def _tasks(path, domain=None, answerability=None):
@@ -23,64 +19,40 @@ def _retriever(a):
     return load_retriever(a.retriever, a.index_dir, a.retriever_params)
 
 
-def _write_run(path, run, tag, then):
-    """The TREC run, then the job's other files; a failure removes the run too."""
-    from convrag.rag.retrieve import write_run
-
-    write_run(path, run, tag=tag)
-    try:
-        then()
-    except BaseException:
-        Path(path).unlink(missing_ok=True)
-        raise
-
-
 def cmd_retrieve(a):
     """A query rung: one query per turn (its mode), one batched search."""
-    from convrag.rag.jobs import write_job
+    from convrag.rag.jobs import Job
+    from convrag.rag.retrieve import write_run
     from convrag.studies.worse_labels.retrieve import query_text, search
 
-    set_threads(a.threads)
-    t0 = time.time()
-    tasks = _tasks(a.tasks, a.domain, a.answerability)
-    run, records = search(_retriever(a), tasks, [query_text(t, a.query) for t in tasks], a.k)
-    acc = {"job": {"tasks": len(tasks), "empty_rankings": sum(r["hits"] == 0 for r in records),
-                   "wall_seconds": round(time.time() - t0, 3)}}
-    _write_run(a.out_run, run, f"{a.rung}-{a.query}", lambda: write_job({a.out_queries: records}, a.accounting, acc))
+    with Job(threads=a.threads) as job:
+        tasks = _tasks(a.tasks, a.domain, a.answerability)
+        run, records = search(_retriever(a), tasks, [query_text(t, a.query) for t in tasks], a.k)
+        job.write({a.out_queries: records}, a.accounting,
+                  first=[(a.out_run, lambda p: write_run(p, run, tag=f"{a.rung}-{a.query}"))],
+                  tasks=len(tasks), empty_rankings=sum(r["hits"] == 0 for r in records))
 
 
 def cmd_expand(a):
     """An expansion rung's components: the LLM's expansions of every turn (one batched call), each
     expansion kind's queries searched by the rung's retriever."""
     from convrag.io import write_json
-    from convrag.llm.engine import EnginePool
-    from convrag.rag.jobs import write_job
+    from convrag.rag.jobs import Job
     from convrag.studies.worse_labels import ladder
     from convrag.studies.worse_labels.retrieve import search
 
-    set_threads(a.threads)
-    t0 = time.time()
-    tasks = _tasks(a.tasks, a.domain, a.answerability)
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        engine = pool.engine(a.model, role="expander")
+    with Job(a.registry, a.cache, a.threads) as job:
+        tasks = _tasks(a.tasks, a.domain, a.answerability)
+        engine = job.engine(a.model, role="expander")
         records = ladder.expand(tasks, engine, ladder.load_prompts(a.prompts), kinds=a.expansions,
                                 max_tokens=a.max_tokens)
         retriever = _retriever(a)
         by = {(r["task_id"], r["kind"]): r["query"] for r in records}
         components = {kind: search(retriever, tasks, [by[(t.task_id, kind)] for t in tasks], a.k)[0]
                       for kind in a.expansions}
-        acc = {"expander": engine.accounting.to_dict(),
-               "job": {"tasks": len(tasks), "fallbacks": sum(bool(r["fallback"]) for r in records),
-                       "wall_seconds": round(time.time() - t0, 3)}}
-        write_json(a.out_components, components)
-        try:
-            write_job({a.out_expansions: records}, a.accounting, acc)
-        except BaseException:
-            Path(a.out_components).unlink(missing_ok=True)
-            raise
-    finally:
-        pool.close()
+        job.write({a.out_expansions: records}, a.accounting,
+                  first=[(a.out_components, lambda p: write_json(p, components))],
+                  tasks=len(tasks), fallbacks=sum(bool(r["fallback"]) for r in records))
 
 
 def _component_runs(components: list[str], runs: dict, names: list[str] | None = None) -> tuple[list[str], list[dict]]:
@@ -117,15 +89,16 @@ def cmd_fit(a):
 
 def cmd_fuse(a):
     """An expansion or fuse rung's run: its components min-max fused with the rung's weights."""
-    from convrag.io import read_json
-    from convrag.rag.jobs import write_job
+    from convrag.io import read_json, write_json
+    from convrag.rag.jobs import write_outputs
+    from convrag.rag.retrieve import write_run
     from convrag.studies.worse_labels import ladder
 
     w = read_json(a.weights)
     names, runs = _component_runs(a.components, a.runs, w["components"])
     fused = ladder.fuse(runs, w["weights"], a.k)
     acc = {"job": {"tasks": len(fused), "weights": w["weights"], "weights_source": w["source"]}}
-    _write_run(a.out_run, fused, a.rung, lambda: write_job({}, a.accounting, acc))
+    write_outputs([(a.out_run, lambda p: write_run(p, fused, tag=a.rung)), (a.accounting, lambda p: write_json(p, acc))])
 
 
 def cmd_contexts(a):
@@ -152,46 +125,29 @@ def _items(path, sets):
 def cmd_read(a):
     """One reader over every context of the slice (retrieval rungs, gold, none): status line,
     answer and p(answerable), one batched call."""
-    from convrag.llm.engine import EnginePool
-    from convrag.rag.jobs import write_job
+    from convrag.rag.jobs import Job
     from convrag.studies.worse_labels import readers
 
-    set_threads(a.threads)
-    t0 = time.time()
-    items = [{**it, "item_id": it["context_id"]} for it in _items(a.items, a.sets)]
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        engine = pool.engine(a.model, role="reader")
+    with Job(a.registry, a.cache, a.threads) as job:
+        items = [{**it, "item_id": it["context_id"]} for it in _items(a.items, a.sets)]
+        engine = job.engine(a.model, role="reader")
         recs = readers.read(items, engine, readers.load_reader_prompts(a.prompts_dir), max_tokens=a.max_tokens,
                             label_mode=a.label_mode)
-        acc = {"reader": engine.accounting.to_dict(),
-               "job": {"contexts": len(items), "no_status": sum(r["status"] is None for r in recs),
-                       "wall_seconds": round(time.time() - t0, 3)}}
-        write_job({a.out: [{**r, "reader": a.model} for r in recs]}, a.accounting, acc)
-    finally:
-        pool.close()
+        job.write({a.out: [{**r, "reader": a.model} for r in recs]}, a.accounting,
+                  contexts=len(items), no_status=sum(r["status"] is None for r in recs))
 
 
 def _run_judge(a, which, items, run):
     """One judge over ``items`` in one batched call: verdicts (unparsed replies recorded and
     counted) and accounting, all or nothing."""
     from convrag.llm.judge import summary
-    from convrag.llm.engine import EnginePool
-    from convrag.rag.jobs import write_job
+    from convrag.rag.jobs import Job
     from convrag.studies.worse_labels import judges
 
-    set_threads(a.threads)
-    t0 = time.time()
-    prompts = judges.load_prompts(a.prompts_dir, which=(which,))[which]
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        engine = pool.engine(a.model, role="judge")
-        verdicts = run(items, engine, prompts)
-        acc = {"judge": engine.accounting.to_dict(),
-               "job": {**summary(verdicts), "wall_seconds": round(time.time() - t0, 3)}}
-        write_job({a.out: [{**v, "judge_model": a.model} for v in verdicts]}, a.accounting, acc)
-    finally:
-        pool.close()
+    with Job(a.registry, a.cache, a.threads) as job:
+        prompts = judges.load_prompts(a.prompts_dir, which=(which,))[which]
+        verdicts = run(items, job.engine(a.model, role="judge"), prompts)
+        job.write({a.out: [{**v, "judge_model": a.model} for v in verdicts]}, a.accounting, **summary(verdicts))
 
 
 def cmd_label(a):
@@ -223,31 +179,23 @@ def cmd_audit(a):
     retrievers hidden, labelled by two procedures and adjudicated where they differ."""
     import pandas as pd
 
-    from convrag.llm.engine import EnginePool
-    from convrag.rag.jobs import write_job
+    from convrag.rag.jobs import Job
     from convrag.studies.worse_labels import judges
 
-    set_threads(a.threads)
-    t0 = time.time()
-    contexts = pd.read_parquet(a.contexts)
-    sample = judges.audit_sample(contexts, a.strata or judges.AUDIT_STRATA_PAPER, a.seed)
-    by_id = {it["context_id"]: it for it in _items(a.items, set(sample["set"]))}
-    items = [{"audit_id": row.audit_id, "item_id": row.audit_id, "context_id": row.context_id,
-              **{k: by_id[row.context_id][k] for k in ("question", "history", "passages")}}
-             for row in sample.itertuples()]
-    pool = EnginePool(a.registry, a.cache)
-    try:
-        engine = pool.engine(a.model, role="auditor")
+    with Job(a.registry, a.cache, a.threads) as job:
+        contexts = pd.read_parquet(a.contexts)
+        sample = judges.audit_sample(contexts, a.strata or judges.AUDIT_STRATA_PAPER, a.seed)
+        by_id = {it["context_id"]: it for it in _items(a.items, set(sample["set"]))}
+        items = [{"audit_id": row.audit_id, "item_id": row.audit_id, "context_id": row.context_id,
+                  **{k: by_id[row.context_id][k] for k in ("question", "history", "passages")}}
+                 for row in sample.itertuples()]
+        engine = job.engine(a.model, role="auditor")
         prompts = judges.load_prompts(a.prompts_dir, which=("audit",))["audit"]
         recs = judges.run_audit(items, engine, prompts, max_tokens=a.max_tokens)
         ids = {it["audit_id"]: it["context_id"] for it in items}
-        acc = {"auditor": engine.accounting.to_dict(),
-               "job": {"contexts": len(items), "strata": sample.attrs.get("strata", []),
-                       "disagreements": sum(not r["agree"] for r in recs), "wall_seconds": round(time.time() - t0, 3)}}
-        write_job({a.out: [{**r, "context_id": ids[r["audit_id"]], "auditor": a.model} for r in recs]},
-                  a.accounting, acc)
-    finally:
-        pool.close()
+        job.write({a.out: [{**r, "context_id": ids[r["audit_id"]], "auditor": a.model} for r in recs]},
+                  a.accounting, contexts=len(items), strata=sample.attrs.get("strata", []),
+                  disagreements=sum(not r["agree"] for r in recs))
 
 
 def _common(s, model=True):

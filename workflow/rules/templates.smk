@@ -1,0 +1,49 @@
+# Rule templates: a module (Snakefile: `module templates`), so these rules run only where a
+# study takes one with `use rule <name> from templates as <study>_<name> with:` and gives its
+# inputs, outputs, log, wildcards and environment. The command line is the template's.
+import json
+import shlex
+
+
+# One TREC run (and its queries) per tasks file x retriever x query policy (wildcards
+# `retriever`, `policy`); a study gives params `args` (retriever, models, registry, cache) and
+# `select` (e.g. "--domain clapnq"), and the input `rewrite_prompts` when the policy rewrites.
+rule retrieve:
+    output:
+        run="",
+        queries="",
+        accounting="",
+    threads: config["threads"]["index"]
+    resources:
+        mem_mb=16000,
+        runtime=120,
+    params:
+        select="",
+        args="",
+        retriever_params=lambda wc: shlex.quote(
+            json.dumps(config["retrievers"][wc.retriever]["params"], sort_keys=True)
+        ),
+        prompts=lambda wc, input: (
+            f"--rewrite-prompts {input.rewrite_prompts}"
+            if "rewrite_prompts" in input.keys()
+            else ""
+        ),
+    shell:
+        "convrag retrieve --tasks {input.tasks} {params.select} --index-dir $(dirname {input.index})"
+        " --retriever-params {params.retriever_params} --policy {wildcards.policy} {params.args} {params.prompts}"
+        " --threads {threads} --out-run {output.run} --out-queries {output.queries}"
+        " --accounting {output.accounting} 2> {log}"
+
+
+# Every run of a study scored per turn with ir_measures; params: `runs` (JSON
+# [{retriever, policy, domain, path}]), `measures`, `labels` (task labels kept on every row).
+rule score_retrieval:
+    output:
+        "",
+    params:
+        runs="",
+        measures="",
+        labels="",
+    shell:
+        "convrag score-retrieval --tasks {input.tasks} --runs {params.runs} --measures {params.measures}"
+        " --labels {params.labels} --out {output} 2> {log}"
