@@ -58,6 +58,16 @@ def test_schema_kinds_match_the_registries():
     corpus_loader("miniworld")  # loads the built-in loaders
     corpus_kinds = schema["properties"]["corpora"]["additionalProperties"]["properties"]["kind"]["enum"]
     assert set(corpus_kinds) == set(CORPUS_LOADERS)
+    # the study fragments' enums of registered names
+    from convrag.rag.policies import POLICIES
+    from convrag.studies.mtrag_un.judges import JUDGES as MTRAG_JUDGES
+    from convrag.studies.worse_labels.ladder import EXPANSIONS
+
+    frag = {k: yaml.safe_load((REPO_ROOT / "workflow" / "schemas" / "studies" / f"{k}.schema.yaml").read_text())
+            for k in ("lic_rag", "mtrag_un", "worse_labels")}
+    assert set(frag["lic_rag"]["properties"]["policies"]["items"]["enum"]) <= set(POLICIES)
+    assert set(frag["mtrag_un"]["properties"]["evaluation"]["properties"]["judges"]["items"]["enum"]) == set(MTRAG_JUDGES)
+    assert set(frag["worse_labels"]["$defs"]["rung"]["properties"]["expansions"]["items"]["enum"]) == set(EXPANSIONS)
 
 
 def test_capabilities_are_declared_once_per_kind():

@@ -67,8 +67,10 @@ def _key_path(err: jsonschema.ValidationError, prefix: str = "") -> str:
 
 
 def unknown_name(source: str, key: str, value, known) -> ConfigError:
+    from convrag.registry import did_you_mean
+
     return ConfigError(f"{source}: invalid config key '{key}': unknown name '{value}' "
-                       f"(known: {', '.join(sorted(known)) or 'none'})")
+                       f"(known: {', '.join(sorted(known)) or 'none'}){did_you_mean(value, known)}")
 
 
 def validate_fragment(block: dict, schema_path, keys, source: str, prefix: str = "") -> dict:

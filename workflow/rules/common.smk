@@ -17,7 +17,7 @@ from convrag.config import (
 from convrag.errors import ConvragError
 from convrag.layout import layout
 from convrag.llm.engine import REPLAY_ENV, TRACE_ENV
-from convrag.retrieval import capabilities
+from convrag.retrieval import capabilities, needs_jdk
 from convrag.sharding import corpus_source
 from convrag.sources import LOCK_ENV, hf_dataset_sha256, lock_path
 from convrag.studies import STUDY_PATH_ENV, active_studies, plugin_paths
@@ -263,20 +263,11 @@ def needs_gpu_env(model):
     )
 
 
-def uses_pyserini(retriever):
-    """Lucene-backed retrievers need the JDK env: BM25 on pyserini, and the RECOR baseline's
-    lucene_bm25 (pyserini's analyzer, gensim's scoring)."""
-    r = config["retrievers"][retriever]
-    return r["kind"] == "lucene_bm25" or (
-        r["kind"] == "bm25" and (r.get("params") or {}).get("backend") == "pyserini"
-    )
-
-
 def conda_env(models=(), retriever=None):
     """The env file of a job that runs ``models`` and searches or builds ``retriever``."""
     if any(needs_gpu_env(m) for m in models):
         return CONDA_ENVS["vllm-gpu"]
-    if retriever is not None and uses_pyserini(retriever):
+    if retriever is not None and needs_jdk(config, retriever):  # Lucene: the kind's capabilities say
         return CONDA_ENVS["java-bm25"]
     return CONDA_ENVS["cpu"]
 

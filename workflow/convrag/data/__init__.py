@@ -15,22 +15,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from convrag.errors import ConfigError
+from convrag.registry import Registry
 
-CORPUS_LOADERS: dict[str, Callable] = {}
-
-
-def register_corpus_loader(kind: str):
-    def deco(fn):
-        CORPUS_LOADERS[kind] = fn
-        return fn
-
-    return deco
+# the built-in kinds, registered by convrag.data.builtin when one is first asked for
+CORPUS_LOADERS: "Registry[Callable]" = Registry("corpus kind", lazy={
+    "miniworld": "convrag.data.builtin", "hipporag": "convrag.data.builtin"})
+register_corpus_loader = CORPUS_LOADERS.register
 
 
 def corpus_loader(kind: str) -> Callable:
-    import convrag.data.builtin  # noqa: F401  (registers the built-in loaders)
-
-    if kind not in CORPUS_LOADERS:
-        raise ConfigError(f"unknown corpus kind '{kind}' (known: {', '.join(sorted(CORPUS_LOADERS))})")
-    return CORPUS_LOADERS[kind]
+    return CORPUS_LOADERS.get(kind)

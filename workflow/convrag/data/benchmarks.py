@@ -14,15 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 from convrag.errors import ConfigError
+from convrag.registry import Registry
 
-BENCHMARK_LOADERS: dict[str, "BenchmarkLoader"] = {}
-# The built-in kinds and the module that registers each: loaded when a kind is first asked for,
-# so this registry imports no loader (and no loader module imports another to register it).
-BUILTIN: dict[str, str] = {
+# The built-in kinds are listed with the module that registers each, imported when a kind is
+# first asked for: this registry imports no loader (and no loader imports another to register it).
+BENCHMARK_LOADERS: "Registry[BenchmarkLoader]" = Registry("benchmark kind", lazy={
     "miniworld_mtrag": "convrag.data.builtin", "miniworld_recor": "convrag.data.builtin",
     "mtrag_un": "convrag.data.builtin", "mtrag_conversations": "convrag.data.builtin",
     "mtrag_retrieval": "convrag.data.mtrag_retrieval", "coral": "convrag.data.coral", "recor": "convrag.data.recor",
-}
+})
 
 
 class BenchmarkLoader:
@@ -66,19 +66,11 @@ class BenchmarkLoader:
 
 
 def register_benchmark_loader(loader: BenchmarkLoader) -> BenchmarkLoader:
-    BENCHMARK_LOADERS[loader.kind] = loader
-    return loader
+    return BENCHMARK_LOADERS.add(loader.kind, loader)
 
 
 def benchmark_loader(kind: str) -> BenchmarkLoader:
-    if kind not in BENCHMARK_LOADERS and kind in BUILTIN:
-        import importlib
-
-        importlib.import_module(BUILTIN[kind])
-    if kind not in BENCHMARK_LOADERS:
-        known = sorted(set(BUILTIN) | set(BENCHMARK_LOADERS))
-        raise ConfigError(f"unknown benchmark kind '{kind}' (known: {', '.join(known)})")
-    return BENCHMARK_LOADERS[kind]
+    return BENCHMARK_LOADERS.get(kind)
 
 
 def corpus_id(benchmark: str, domain: str) -> str:

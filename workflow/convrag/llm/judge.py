@@ -21,8 +21,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from convrag.errors import ConfigError, DataError
+from convrag.errors import DataError
 from convrag.llm.types import Request, Sampling
+from convrag.registry import Registry
 
 UNITS = ("turn", "conversation", "task")
 
@@ -44,14 +45,11 @@ class Judge:
             raise ValueError(f"judge {self.name}: unit must be one of {UNITS}")
 
 
-JUDGES: dict[str, Judge] = {}
+JUDGES: "Registry[Judge]" = Registry("judge")
 
 
 def register_judge(judge: Judge) -> Judge:
-    if judge.name in JUDGES and JUDGES[judge.name] is not judge:
-        raise ConfigError(f"judge '{judge.name}' is registered twice")
-    JUDGES[judge.name] = judge
-    return judge
+    return JUDGES.add(judge.name, judge)
 
 
 def run_judge(judge: Judge, items: list[dict], engine, prompts: dict, max_tokens: int | None = None,

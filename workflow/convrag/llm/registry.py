@@ -210,5 +210,7 @@ def get_spec(registry: dict[str, ModelSpec], name: str) -> ModelSpec:
     try:
         return registry[name]
     except KeyError:
+        from convrag.registry import unknown_name
+
         src = next(iter(registry.values())).source if registry else "models.yaml"
-        raise ConfigError(f"{src}: unknown model {name!r}; known: {', '.join(sorted(registry))}") from None
+        raise ConfigError(unknown_name("model", name, sorted(registry), where=src)) from None

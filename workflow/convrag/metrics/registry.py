@@ -46,6 +46,7 @@ import pandas as pd
 from convrag.errors import ConfigError, DataError
 from convrag.metrics.qa import exact_match, f1_score
 from convrag.metrics.retrieval import Qrels, Run
+from convrag.registry import Registry, unknown_name
 
 __all__ = [
     "ANSWER_METRICS",
@@ -60,27 +61,19 @@ __all__ = [
 ]
 
 AnswerMetric = Callable[[str | None, list[str]], float]
-ANSWER_METRICS: dict[str, AnswerMetric] = {}
+ANSWER_METRICS: "Registry[AnswerMetric]" = Registry("answer metric")
 RETRIEVAL_EXAMPLES = ("R@5", "R@100", "nDCG@3", "nDCG@10", "RR", "RR@10", "AP", "P@5", "R(rel=2)@10")
 
 
 def register_answer_metric(name: str) -> Callable[[AnswerMetric], AnswerMetric]:
     """Decorator adding ``fn`` to ``ANSWER_METRICS`` under ``name``.
 
-    Registering a second, different function under a taken name raises ValueError: two
+    Registering a second, different function under a taken name is a ConfigError: two
     studies silently disagreeing on what ``rougeL`` means would corrupt comparisons.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"register_answer_metric: name must be a non-empty string, got {name!r}")
-
-    def deco(fn: AnswerMetric) -> AnswerMetric:
-        old = ANSWER_METRICS.get(name)
-        if old is not None and old is not fn:
-            raise ValueError(f"answer metric '{name}' is already registered ({old.__module__}.{old.__qualname__})")
-        ANSWER_METRICS[name] = fn
-        return fn
-
-    return deco
+    return ANSWER_METRICS.register(name)
 
 
 register_answer_metric("em")(exact_match)
@@ -93,12 +86,7 @@ def answer_metric_names() -> list[str]:
 
 def answer_metric(name: str) -> AnswerMetric:
     """The answer metric registered as ``name``; ConfigError listing the known ones if none."""
-    try:
-        return ANSWER_METRICS[name]
-    except (KeyError, TypeError):
-        raise ConfigError(
-            f"unknown answer metric {name!r}; known: {', '.join(answer_metric_names())}"
-        ) from None
+    return ANSWER_METRICS.get(name)
 
 
 def retrieval_measure(name: str):
@@ -154,10 +142,8 @@ def check_metric_names(names: Iterable[str], where: str, kind: str = "any") -> N
         if kind != "retrieval" and name in ANSWER_METRICS:
             continue
         if kind == "answer":
-            raise ConfigError(
-                f"invalid config key '{where}[{i}]': unknown answer metric {name!r}; "
-                f"known: {', '.join(answer_metric_names())}"
-            )
+            raise ConfigError(unknown_name("answer metric", name, answer_metric_names(),
+                                           where=f"invalid config key '{where}[{i}]'"))
         try:
             retrieval_measure(name)
         except ConfigError as e:

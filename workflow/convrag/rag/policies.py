@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from convrag.errors import ConfigError, DataError
+from convrag.registry import Registry
 
 
 @dataclass
@@ -49,21 +50,19 @@ class Policy:
     needs_llm: bool = False
 
 
-POLICIES: dict[str, Policy] = {}
+POLICIES: "Registry[Policy]" = Registry("query policy")
 
 
 def register_policy(name: str, needs_llm: bool = False):
     def deco(fn):
-        POLICIES[name] = Policy(name, fn, needs_llm)
+        POLICIES.add(name, Policy(name, fn, needs_llm))
         return fn
 
     return deco
 
 
 def get_policy(name: str) -> Policy:
-    if name not in POLICIES:
-        raise ConfigError(f"unknown query policy '{name}' (known: {', '.join(POLICIES)})")
-    return POLICIES[name]
+    return POLICIES.get(name)
 
 
 def _check(states: list[QueryState], name: str) -> None:

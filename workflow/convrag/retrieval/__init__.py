@@ -4,9 +4,9 @@
 ``load_retriever`` is called by the search jobs and checks the index's manifest against the
 params it is given, so a stale or mismatched index is an error, not a silent result.
 
-The registry below maps a retriever *kind* (the config's ``retrievers.<name>.kind``) to its
-module. A module provides ``CAPABILITIES`` (what it needs and costs, read everywhere through
-``capabilities``), ``DEFAULTS`` (its params), ``build(corpus_path, out_dir, params, **extra)``
+``KINDS`` (a ``convrag.registry.Registry``) maps a retriever *kind* (the config's
+``retrievers.<name>.kind``) to its module, imported on first use. A module provides
+``CAPABILITIES`` (what it needs and costs, read everywhere through ``capabilities``), ``DEFAULTS`` (its params), ``build(corpus_path, out_dir, params, **extra)``
 and ``load(index_dir, params, corpus_path=None, **extra)``: a module whose capabilities say
 ``needs_graph`` gets ``graph_dir`` (the shared knowledge-graph artifact) at build time, one
 that ``uses_llm`` gets ``llm`` (an Engine) at build and load time. ``search`` returns a
@@ -15,15 +15,14 @@ that ``uses_llm`` gets ``llm`` (an Engine) at build and load time. ``search`` re
 
 from __future__ import annotations
 
-import importlib
-
 from convrag.errors import ConfigError
+from convrag.registry import Registry
 from convrag.retrieval.base import Capabilities, Hits, QueryCost, Retriever, SearchResult
 
-__all__ = ["RETRIEVERS", "Capabilities", "Hits", "QueryCost", "Retriever", "SearchResult", "build_index",
+__all__ = ["KINDS", "RETRIEVERS", "Capabilities", "Hits", "QueryCost", "Retriever", "SearchResult", "build_index",
            "capabilities", "load_retriever"]
 
-_MODULES = {
+KINDS = Registry("retriever kind", lazy={
     "closed_book": "convrag.retrieval.closed_book",
     "bm25": "convrag.retrieval.bm25",
     "lucene_bm25": "convrag.retrieval.lucene_bm25",
@@ -35,14 +34,12 @@ _MODULES = {
     "raptor": "convrag.retrieval.graph.raptor",
     "tog2": "convrag.retrieval.graph.tog2",
     "pog": "convrag.retrieval.graph.pog",
-}
-RETRIEVERS = tuple(_MODULES)
+})
+RETRIEVERS = tuple(KINDS)
 
 
 def _module(kind: str):
-    if kind not in _MODULES:
-        raise ConfigError(f"unknown retriever kind '{kind}' (known: {', '.join(RETRIEVERS)})")
-    return importlib.import_module(_MODULES[kind])
+    return KINDS.get(kind)
 
 
 def capabilities(kind: str) -> Capabilities:
@@ -87,3 +84,10 @@ def retriever_llm(config: dict, retriever: str) -> str | None:
 
 def is_closed_book(config: dict, retriever: str) -> bool:
     return capabilities(retriever_kind(config, retriever)).closed_book
+
+
+def needs_jdk(config: dict, retriever: str) -> bool:
+    """Whether a configured retriever's jobs need the Java (Lucene) environment: its kind's
+    ``Capabilities.needs_jdk``, a flag or a test of its params."""
+    need = capabilities(retriever_kind(config, retriever)).needs_jdk
+    return bool(need(config["retrievers"][retriever].get("params") or {}) if callable(need) else need)

@@ -14,7 +14,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from convrag.errors import ConfigError, DataError
 from convrag.io import public_tree, read_json, temp_dir, write_json
@@ -63,6 +63,8 @@ class Capabilities:
     llm_at_build: bool = False  # its index build calls an LLM (RAPTOR's summaries)
     llm_at_query: bool = False  # its search calls an LLM
     cost_class: str = "cheap"
+    # its jobs need the Java (Lucene) environment: a flag, or a test of the retriever's params
+    needs_jdk: bool | Callable[[dict], bool] = False
 
     def __post_init__(self):
         if self.cost_class not in COST_CLASSES:

@@ -32,7 +32,7 @@ from convrag.retrieval.base import (
     write_manifest,
 )
 
-CAPABILITIES = Capabilities()
+CAPABILITIES = Capabilities(needs_jdk=lambda params: params.get("backend") == "pyserini")  # Lucene via pyserini
 
 # Anserini's defaults (the values BEIR/pyserini baselines use), for both backends.
 DEFAULTS = {"backend": "bm25s", "k1": 0.9, "b": 0.4, "stopwords": "en", "stemmer": "english", "threads": 1}

@@ -62,7 +62,7 @@ from convrag.retrieval.base import (
 )
 
 KIND = "lucene_bm25"
-CAPABILITIES = Capabilities()
+CAPABILITIES = Capabilities(needs_jdk=True)  # pyserini's Lucene analyzer
 DEFAULTS = {"k1": 0.9, "b": 0.4}
 RUNTIME_KEYS: frozenset[str] = frozenset()
 QUERY_BATCH = 64  # queries scored per sparse product (bounds the dense score block in memory)

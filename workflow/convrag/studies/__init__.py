@@ -1,7 +1,8 @@
 """The study registry.
 
 Built-in studies are the sub-packages of this package (each defines ``STUDY``), found by
-listing the package, so a new study needs no registry edit. Plug-in studies live in any
+listing the package (a lazy ``convrag.registry.Registry``: a study's package is imported when
+it is first asked for), so a new study needs no registry edit. Plug-in studies live in any
 folder named in the config's ``study_plugins`` (or in ``$CONVRAG_STUDY_PATH``, which the
 Snakefile sets from the config so that every job's ``convrag`` call finds them too).
 """
@@ -9,7 +10,6 @@ Snakefile sets from the config so that every job's ``convrag`` call finds them t
 from __future__ import annotations
 
 import functools
-import importlib
 import importlib.util
 import os
 import pkgutil
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from convrag.errors import ConfigError
+from convrag.registry import Registry, unknown_name
 from convrag.studies.base import Study, Target
 
 __all__ = ["Study", "Target", "all_studies", "get_study", "active_studies", "plugin_paths", "STUDY_PATH_ENV"]
@@ -24,17 +25,15 @@ __all__ = ["Study", "Target", "all_studies", "get_study", "active_studies", "plu
 STUDY_PATH_ENV = "CONVRAG_STUDY_PATH"
 
 
+def _is_study(key: str, study) -> None:
+    if not isinstance(study, Study) or study.key != key:
+        raise ConfigError(f"{__name__}.{key}: a study package must define STUDY (a convrag Study with key '{key}')")
+
+
 @functools.lru_cache(maxsize=1)
-def _builtin() -> dict[str, Study]:
-    out = {}
-    for info in pkgutil.iter_modules(__path__):
-        if info.ispkg:
-            mod = importlib.import_module(f"{__name__}.{info.name}")
-            study = getattr(mod, "STUDY", None)
-            if not isinstance(study, Study):
-                raise ConfigError(f"{mod.__file__}: a study package must define STUDY (a convrag Study)")
-            out[study.key] = study
-    return out
+def _builtin() -> "Registry[Study]":
+    return Registry("study", check=_is_study, lazy={
+        info.name: f"{__name__}.{info.name}:STUDY" for info in pkgutil.iter_modules(__path__) if info.ispkg})
 
 
 @functools.lru_cache(maxsize=None)
@@ -62,7 +61,7 @@ def plugin_paths(extra=()) -> list[str]:
 
 def all_studies(plugins=()) -> dict[str, Study]:
     """Built-in studies plus the plug-ins in ``plugins`` and ``$CONVRAG_STUDY_PATH``."""
-    out = dict(_builtin())
+    out = dict(_builtin().items())
     for path in plugin_paths(plugins):
         study = _plugin(path)
         if study.key in out and out[study.key] is not study:
@@ -72,9 +71,11 @@ def all_studies(plugins=()) -> dict[str, Study]:
 
 
 def get_study(key: str, plugins=()) -> Study:
+    if not plugin_paths(plugins):
+        return _builtin().get(key)  # only that study's package is imported
     studies = all_studies(plugins)
     if key not in studies:
-        raise ConfigError(f"unknown study '{key}' (known: {', '.join(sorted(studies))})")
+        raise ConfigError(unknown_name("study", key, sorted(studies)))
     return studies[key]
 
 
