@@ -154,7 +154,7 @@ def test_cli_train_then_session_retrieve_writes_a_scored_run(index, tmp_path):
     assert training["examples"] == {"tasks": 2, "with_rewrite": 2, "with_positives": 2, "positives": 2}
     assert training["examples_used"] == 2 and training["style"] == "kd" and training["max_turns"] is None
     main(["coral", "session-retrieve", "--tasks", str(tmp_path / "tasks.jsonl"), "--index-dir", str(tmp / "index"),
-          "--retriever-params", '{"device": "cpu"}', "--encoder", str(tmp_path / "enc"), "--name", "kd", "--k", "3",
+          "--retriever-params", '{"device": "cpu"}', "--encoder", str(tmp_path / "enc"), "--name", "kd", "--recall-k", "3",
           "--out-run", str(tmp_path / "run.trec"), "--out-queries", str(tmp_path / "q.jsonl"),
           "--accounting", str(tmp_path / "acc.json")])
     run = read_trec_run(tmp_path / "run.trec")

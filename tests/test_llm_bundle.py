@@ -84,7 +84,7 @@ def test_replay_mode_values(monkeypatch):
 def test_job_name_from_argv(monkeypatch):
     monkeypatch.delenv("CONVRAG_JOB")
     argv = ["/venv/bin/convrag", "retrieve", "--tasks", "t.jsonl", "--out-run", "r.trec", "--out-queries=q.jsonl",
-            "--accounting", "a.json", "--k", "10"]
+            "--accounting", "a.json", "--recall-k", "10"]
     assert job_name(argv) == "convrag retrieve --out-run r.trec --out-queries=q.jsonl --accounting a.json"
     assert job_name(["convrag", "mtrag-un", "score-retrieval", "--runs", "[]", "--out", "s.parquet"]) == \
         "convrag mtrag-un score-retrieval --out s.parquet"

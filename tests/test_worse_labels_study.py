@@ -244,7 +244,7 @@ def test_the_study_stages_on_the_official_pilot(shared_data, tmp_path):
         for d in domains:
             out = tmp_path / rung / d
             main(["worse-labels", "retrieve", "--tasks", str(tmp_path / "tasks.jsonl"), "--domain", d,
-                  "--index-dir", str(tmp_path / "idx"), "--retriever", "lucene_bm25", "--k", "1000",
+                  "--index-dir", str(tmp_path / "idx"), "--retriever", "lucene_bm25", "--recall-k", "1000",
                   "--rung", rung, "--query", query, "--out-run", f"{out}.trec", "--out-queries",
                   f"{out}.queries.jsonl", "--accounting", f"{out}.accounting.json"])
         runs[rung] = [str(tmp_path / rung / f"{d}.trec") for d in domains]

@@ -238,7 +238,7 @@ def cmd_retrieve(a):
             rewriter = job.engine(a.rewrite_model, role="rewriter")
             prompts = yaml.safe_load(open(a.rewrite_prompts))
         retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=llm)
-        run, records, counts = retrieve_tasks(tasks, retriever, a.policy, a.k, llm=rewriter,
+        run, records, counts = retrieve_tasks(tasks, retriever, a.policy, a.recall_k, llm=rewriter,
                                               rewrite_prompts=prompts, rewrite_max_tokens=a.rewrite_max_tokens)
         tag = f"{a.retriever_name or a.retriever}-{a.policy}"
         job.write({a.out_queries: records}, a.accounting, first=[(a.out_run, lambda p: write_run(p, run, tag=tag))],
@@ -428,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rewrite-model", default=None)
     s.add_argument("--rewrite-prompts", default=None)
     s.add_argument("--rewrite-max-tokens", type=int, default=64)
-    s.add_argument("--k", type=int, default=10)
+    s.add_argument("--recall-k", type=int, default=10)
     s.add_argument("--registry", default=None)
     s.add_argument("--cache", default=None)
     s.add_argument("--threads", type=int, default=None)

@@ -53,7 +53,7 @@ def retrieve_cli_args(config: dict, retriever: str, policy: str, k: int, rewrite
     policy (``rewrite`` = the study's {model, max_tokens} block)."""
     from convrag.retrieval import retriever_kind, retriever_llm
 
-    args = [f"--retriever {retriever_kind(config, retriever)} --retriever-name {retriever}", f"--k {k}"]
+    args = [f"--retriever {retriever_kind(config, retriever)} --retriever-name {retriever}", f"--recall-k {k}"]
     llm = retriever_llm(config, retriever)
     if llm or policy == "llm_rewrite":
         args.append(f"--registry {registry} --cache {cache}")

@@ -144,7 +144,7 @@ def cmd_session_retrieve(a):
     with Job(threads=a.threads) as job:
         tasks, retriever = _dense_tasks(a)
         policy = session_policy(a.name)
-        run, records, counts = session_runs(tasks, retriever, a.encoder, a.k, policy, a.max_turns)
+        run, records, counts = session_runs(tasks, retriever, a.encoder, a.recall_k, policy, a.max_turns)
         job.write({a.out_queries: records}, a.accounting,
                   first=[(a.out_run, lambda p: write_run(p, run, tag=policy))], **counts)
 
@@ -164,7 +164,7 @@ def cmd_llm4cs_retrieve(a):
         with open(a.prompts, encoding="utf-8") as fh:
             prompts = yaml.safe_load(fh)
         rewrites, fallbacks = llm4cs_rewrites(engine, tasks, prompts, a.n, sampling, a.seed)
-        run, records, counts = llm4cs_runs(tasks, retriever, rewrites, a.k, fallbacks)
+        run, records, counts = llm4cs_runs(tasks, retriever, rewrites, a.recall_k, fallbacks)
         job.write({a.out_queries: records}, a.accounting,
                   first=[(a.out_run, lambda p: write_run(p, run, tag=LLM4CS))], **counts, n=a.n)
 
@@ -256,7 +256,7 @@ def add_cli(sub) -> None:
             s.add_argument(f"--{k}", required=True)
         s.add_argument("--retriever-params", type=json_arg, default={})
         s.add_argument("--domain", default=None)
-        s.add_argument("--k", type=int, default=100)
+        s.add_argument("--recall-k", type=int, default=100)
         s.add_argument("--threads", type=int, default=None)
 
     s = sub.add_parser("session-retrieve", help="search the dense index with a trained session encoder's "

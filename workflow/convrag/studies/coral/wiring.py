@@ -92,7 +92,7 @@ def train_args(config: dict, encoder: str) -> str:
 
 def session_args(config: dict, encoder: str) -> str:
     e = config["coral"]["session_encoders"][encoder]
-    return (f"--name {encoder} --k {config['coral']['retrieval_k']} --domain {domain(config)}"
+    return (f"--name {encoder} --recall-k {config['coral']['retrieval_k']} --domain {domain(config)}"
             + (f" --max-turns {e['max_turns']}" if e["max_turns"] is not None else ""))
 
 
@@ -100,7 +100,7 @@ def llm4cs_args(config: dict, registry: str, cache: str) -> str:
     x = config["coral"]["llm4cs"]
     return (f"--model {llm4cs_model(config)} --registry {registry} --cache {cache} --n {x['n']} "
             f"--temperature {x['temperature']} --top-p {x['top_p']} --max-tokens {x['max_tokens']} "
-            f"--k {config['coral']['retrieval_k']} --domain {domain(config)}")
+            f"--recall-k {config['coral']['retrieval_k']} --domain {domain(config)}")
 
 
 def training_job(config: dict, block: str, name: str | None) -> dict:

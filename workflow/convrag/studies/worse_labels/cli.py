@@ -27,7 +27,7 @@ def cmd_retrieve(a):
 
     with Job(threads=a.threads) as job:
         tasks = _tasks(a.tasks, a.domain, a.answerability)
-        run, records = search(_retriever(a), tasks, [query_text(t, a.query) for t in tasks], a.k)
+        run, records = search(_retriever(a), tasks, [query_text(t, a.query) for t in tasks], a.recall_k)
         job.write({a.out_queries: records}, a.accounting,
                   first=[(a.out_run, lambda p: write_run(p, run, tag=f"{a.rung}-{a.query}"))],
                   tasks=len(tasks), empty_rankings=sum(r["hits"] == 0 for r in records))
@@ -48,7 +48,7 @@ def cmd_expand(a):
                                 max_tokens=a.max_tokens)
         retriever = _retriever(a)
         by = {(r["task_id"], r["kind"]): r["query"] for r in records}
-        components = {kind: search(retriever, tasks, [by[(t.task_id, kind)] for t in tasks], a.k)[0]
+        components = {kind: search(retriever, tasks, [by[(t.task_id, kind)] for t in tasks], a.recall_k)[0]
                       for kind in a.expansions}
         job.write({a.out_expansions: records}, a.accounting,
                   first=[(a.out_components, lambda p: write_json(p, components))],
@@ -96,7 +96,7 @@ def cmd_fuse(a):
 
     w = read_json(a.weights)
     names, runs = _component_runs(a.components, a.runs, w["components"])
-    fused = ladder.fuse(runs, w["weights"], a.k)
+    fused = ladder.fuse(runs, w["weights"], a.recall_k)
     acc = {"job": {"tasks": len(fused), "weights": w["weights"], "weights_source": w["source"]}}
     write_outputs([(a.out_run, lambda p: write_run(p, fused, tag=a.rung)), (a.accounting, lambda p: write_json(p, acc))])
 
@@ -210,7 +210,7 @@ def _retrieval_args(s):
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--retriever-params", type=json_arg, default={})
     s.add_argument("--answerability", type=json_arg, default=None, help="JSON list of kept answerability labels")
-    s.add_argument("--k", type=int, required=True)
+    s.add_argument("--recall-k", type=int, required=True)
 
 
 def add_cli(sub) -> None:
@@ -251,7 +251,7 @@ def add_cli(sub) -> None:
         else:
             for k in ("weights", "rung", "out-run", "accounting"):
                 s.add_argument(f"--{k}", required=True)
-            s.add_argument("--k", type=int, required=True)
+            s.add_argument("--recall-k", type=int, required=True)
 
     s = sub.add_parser("contexts", help="the slice's contexts: qrels labels, copies, evidence classes, scores")
     s.set_defaults(fn=cmd_contexts)

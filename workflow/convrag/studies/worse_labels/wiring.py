@@ -58,7 +58,7 @@ def search_args(config: dict, s: str, r: str, registry: str, cache: str) -> str:
     x = rung(config, s, r)
     args = [f"--retriever {retriever_kind(config, x['retriever'])}",
             f"--retriever-params '{json.dumps(config['retrievers'][x['retriever']].get('params') or {}, sort_keys=True)}'",
-            f"--k {config['worse_labels']['retrieval_k']}", answerability_arg(config, s)]
+            f"--recall-k {config['worse_labels']['retrieval_k']}", answerability_arg(config, s)]
     if x["kind"] == "query":
         args.append(f"--query {x['query']}")
     else:
@@ -119,7 +119,7 @@ def fuse_inputs(config: dict, L: Layout, s: str, part: str, r: str, domain: str)
 
 
 def fuse_args(config: dict, L: Layout, s: str, part: str, r: str, domain: str) -> str:
-    return f"{_component_args(config, L, s, part, r, [domain])} --k {config['worse_labels']['retrieval_k']}"
+    return f"{_component_args(config, L, s, part, r, [domain])} --recall-k {config['worse_labels']['retrieval_k']}"
 
 
 def eval_runs(config: dict, L: Layout, s: str) -> dict[str, list[str]]:
