@@ -4,11 +4,9 @@ import pytest
 
 from convrag.errors import ConfigError, DataError
 from convrag.metrics.retrieval import (
-    check_qrels,
     read_qrels,
     read_trec_run,
     recall_at_k,
-    results_to_run,
     write_trec_run,
 )
 
@@ -34,19 +32,6 @@ def test_recall_missing_or_empty_queries_score_zero():
     assert recall_at_k({}, QRELS, 5) == {"q1": 0.0, "q2": 0.0, "q3": 0.0}
     with pytest.raises(ConfigError):
         recall_at_k(RUN, QRELS, 0)
-
-
-def test_results_to_run():
-    run = results_to_run(["q1", "q2"], [[("a", 2.0), ("b", 1.0)], []])
-    assert run == {"q1": {"a": 2.0, "b": 1.0}, "q2": {}}
-    with pytest.raises(DataError):
-        results_to_run(["q1"], [])
-
-
-def test_check_qrels_names_unknown_doc():
-    check_qrels(QRELS, "a b c d e f n".split(), "qrels.tsv")
-    with pytest.raises(DataError, match=r"qrels\.tsv: query 'q3' names doc id 'f'"):
-        check_qrels(QRELS, "a b c d e n".split(), "qrels.tsv")
 
 
 def test_trec_run_round_trip_and_errors(tmp_path):

@@ -635,26 +635,6 @@ def load_passage_corpus(path: str | Path, domain: str) -> list[Passage]:
 # ---- 4. gold passages in the corpus -------------------------------------------------------
 
 
-def check_gold_in_corpus(tasks: Iterable[TurnTask | RetrievalTask], passages: Iterable[Passage | str] | Mapping,
-                         *, domain: str | None = None, where: str = "corpus") -> int:
-    """Raise DataError naming the task and the doc id when a gold doc of a task is not in the
-    corpus. ``passages``: Passage records, doc ids or a mapping keyed by doc id; ``domain``: check
-    only the tasks of that domain. Returns the number of gold docs checked."""
-    known = set(passages) if isinstance(passages, Mapping) else {p if isinstance(p, str) else p.doc_id
-                                                                  for p in passages}
-    dom = None if domain is None else DOMAINS.get(domain, domain)
-    n = 0
-    for t in tasks:
-        t_dom = t.domain if isinstance(t, RetrievalTask) else t.labels.get("domain")
-        if dom is not None and t_dom != dom:
-            continue
-        for d in sorted(t.gold_docs):
-            if d not in known:
-                raise DataError(f"{where}: task '{t.task_id}' has gold doc id '{d}', which is not in the corpus")
-            n += 1
-    return n
-
-
 # ---- 6. MTRAG's annotated conversations ---------------------------------------------------
 
 

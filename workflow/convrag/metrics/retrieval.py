@@ -2,14 +2,13 @@
 
 Recall@k comes from ir_measures' pytrec_eval provider (trec_eval's own code), not a
 hand-written loop, so numbers match what other papers compute. The readers name file and
-line on bad input, and ``check_qrels`` catches qrels that point at passages missing from the
-corpus (which would otherwise just lower recall silently).
+line on bad input; qrels that point at passages missing from the corpus (which would otherwise
+just lower recall silently) are caught when a benchmark's corpus is written (convrag.data.gold).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Iterable
 
 from convrag.errors import ConfigError, DataError
 from convrag.io import atomic_open, iter_lines
@@ -35,25 +34,6 @@ def recall_at_k(run: Run, qrels: Qrels, k: int) -> dict[str, float]:
     for m in ir_measures.pytrec_eval.iter_calc([measure], qrels_i, run_f):
         out[m.query_id] = float(m.value)
     return out
-
-
-def results_to_run(qids: list[str], results: list[list[tuple[str, float]]]) -> Run:
-    """Turn ``Retriever.search`` output (aligned with ``qids``) into a run dict."""
-    if len(qids) != len(results):
-        raise DataError(f"results_to_run: {len(qids)} query ids but {len(results)} result lists")
-    return {q: {d: float(s) for d, s in hits} for q, hits in zip(qids, results)}
-
-
-def check_qrels(qrels: Qrels, known_doc_ids: Iterable[str], where: str) -> None:
-    """Raise DataError naming the first doc id in ``qrels`` that is not in the corpus."""
-    known = set(known_doc_ids)
-    for qid in sorted(qrels):
-        missing = sorted(d for d in qrels[qid] if d not in known)
-        if missing:
-            raise DataError(
-                f"{where}: query '{qid}' names doc id '{missing[0]}', which is not in the corpus"
-                + (f" ({len(missing) - 1} more for this query)" if len(missing) > 1 else "")
-            )
 
 
 def write_trec_run(path: str | os.PathLike, run: Run, tag: str = "convrag") -> None:
