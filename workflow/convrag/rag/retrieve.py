@@ -46,16 +46,17 @@ def write_run(path, run: dict, tag: str) -> None:
     write_trec_run(path, run, tag=tag)
 
 
-def retrieve_cli_args(config: dict, retriever: str, policy: str, k: int, rewrite: dict, registry: str,
-                      cache: str) -> str:
-    """The ``convrag retrieve`` arguments a study's retrieval rule passes for one (retriever,
-    policy): the retriever's kind and LLM, the depth, and the rewrite model of the llm_rewrite
-    policy (``rewrite`` = the study's {model, max_tokens} block)."""
+def retrieve_cli_args(config: dict, retriever: str, policy: str, k: int, rewrite: dict, registry: str | None = None,
+                      cache: str | None = None) -> str:
+    """The arguments a stage that retrieves (``convrag retrieve``, ``convrag cross answer``) takes
+    for one (retriever, policy): the retriever's kind and LLM, the depth, and the rewrite model of
+    the llm_rewrite policy (``rewrite`` = the study's {model, max_tokens} block); the model
+    registry and cache when given and a model is called."""
     from convrag.retrieval import retriever_kind, retriever_llm
 
     args = [f"--retriever {retriever_kind(config, retriever)} --retriever-name {retriever}", f"--recall-k {k}"]
     llm = retriever_llm(config, retriever)
-    if llm or policy == "llm_rewrite":
+    if registry and (llm or policy == "llm_rewrite"):
         args.append(f"--registry {registry} --cache {cache}")
     if llm:
         args.append(f"--retriever-llm {llm}")

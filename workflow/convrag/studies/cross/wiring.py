@@ -44,23 +44,18 @@ def answer_args(config: dict, L: Layout, benchmark: str, retriever: str, policy:
     """The ``convrag cross answer`` arguments of one cell besides its files and names."""
     from os.path import dirname
 
-    from convrag.retrieval import is_closed_book, retriever_kind, retriever_llm
+    from convrag.rag.retrieve import retrieve_cli_args
+    from convrag.retrieval import is_closed_book
 
     c = config["cross"]
     closed = is_closed_book(config, retriever)
     doms = {d: None if closed else {"index": dirname(L.index_manifest(cid, retriever)), "corpus": L.corpus(cid)}
             for d, cid in domains(config, benchmark).items()}
-    args = [f"--domains {shlex.quote(json.dumps(doms, sort_keys=True))}",
-            f"--retriever {retriever_kind(config, retriever)} --retriever-name {retriever}",
-            f"--retriever-params {shlex.quote(json.dumps(config['retrievers'][retriever].get('params') or {}, sort_keys=True))}",
-            f"--sampling {shlex.quote(json.dumps(c['sampling'], sort_keys=True))}",
-            f"--top-k {c['top_k']} --recall-k {c['recall_k']} --seed {c['seed']}"]
-    llm = retriever_llm(config, retriever)
-    if llm:
-        args.append(f"--retriever-llm {llm}")
-    if policy == "llm_rewrite":
-        args.append(f"--rewrite-model {c['rewrite']['model']} --rewrite-max-tokens {c['rewrite']['max_tokens']}")
-    return " ".join(args)
+    return " ".join([f"--domains {shlex.quote(json.dumps(doms, sort_keys=True))}",
+                     f"--retriever-params {shlex.quote(json.dumps(config['retrievers'][retriever].get('params') or {}, sort_keys=True))}",
+                     f"--sampling {shlex.quote(json.dumps(c['sampling'], sort_keys=True))}",
+                     f"--top-k {c['top_k']} --seed {c['seed']}",
+                     retrieve_cli_args(config, retriever, policy, c["recall_k"], c["rewrite"])])
 
 
 def answer_models(config: dict, reader: str, retriever: str, policy: str) -> list[str]:
