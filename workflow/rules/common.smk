@@ -267,7 +267,7 @@ def conda_env(models=(), retriever=None):
     """The env file of a job that runs ``models`` and searches or builds ``retriever``."""
     if any(needs_gpu_env(m) for m in models):
         return CONDA_ENVS["vllm-gpu"]
-    if retriever is not None and needs_jdk(config, retriever):  # Lucene: the kind's capabilities say
+    if retriever is not None and needs_jdk(config, retriever):  # Lucene (capabilities)
         return CONDA_ENVS["java-bm25"]
     return CONDA_ENVS["cpu"]
 
