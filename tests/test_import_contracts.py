@@ -34,3 +34,15 @@ def test_a_study_importing_another_breaks_a_contract():
         probe.unlink()
     assert proc.returncode != 0
     assert "convrag.studies.cross is not allowed to import convrag.studies.lic_rag" in proc.stdout
+
+
+def test_only_resources_knows_where_the_repository_is():
+    """Shared code and studies reach the repository's files through convrag.resources.REPO_ROOT:
+    no other module climbs from its own file (``Path(__file__).parents[n]``), so moving a module
+    cannot silently point it at the wrong folder."""
+    import re
+
+    pkg = REPO_ROOT / "workflow" / "convrag"
+    climbers = [str(p.relative_to(pkg)) for p in pkg.rglob("*.py")
+                if re.search(r"__file__\)?\.resolve\(\)\.parents?\b|__file__\)\.parent", p.read_text(encoding="utf-8"))]
+    assert climbers == ["resources.py"], climbers

@@ -19,8 +19,9 @@ from referencing import Registry, Resource
 
 from convrag.errors import DataError
 from convrag.io import iter_jsonl, write_jsonl
+from convrag.resources import REPO_ROOT
 
-SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas" / "records"
+SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas" / "records"
 
 T = TypeVar("T", bound="Record")
 

@@ -34,8 +34,8 @@ from typing import Any
 import yaml
 
 from convrag.errors import DataError
+from convrag.resources import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 PUBLISHED_DIR = REPO_ROOT / "resources" / "published"
 
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable"

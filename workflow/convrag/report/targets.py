@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from convrag.errors import DataError
+from convrag.resources import REPO_ROOT
 
-SHARED_CAPTIONS = Path(__file__).resolve().parents[2] / "report"
+SHARED_CAPTIONS = REPO_ROOT / "workflow" / "report"
 
 
 # ``inputs`` of a target build: artifact name -> path or list of paths (see Study.artifacts)
