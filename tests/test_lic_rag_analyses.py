@@ -99,18 +99,42 @@ def test_judge_gap_correlation_across_pairs():
             rows.append(dict(conv_id=f"{ret}{cond}", dataset="d", model="m", retriever=ret, condition=cond,
                              policy="none" if cond == "FULL" else "history", qid="q1", run=0, final_f1=f1,
                              final_em=0.0, judge_correct=j, judge_parsed=True, judge_method="llm"))
-    summary, pairs = L.judge_gap_correlation(pd.DataFrame(rows))
+    summary, pairs = L.judge_gap_correlation(pd.DataFrame(rows), BOOT)
     assert pairs.f1_gap.tolist() == pytest.approx([0.0 + 0.1, 0.2, 0.3])
     assert pairs.judge_gap.tolist() == pytest.approx([0.0, 0.5, 1.0])
-    assert summary.iloc[0].pearson_r == pytest.approx(1.0) and summary.iloc[0].spearman_rho == pytest.approx(1.0)
+    r = summary.set_index("policy").loc["history"]
+    assert r.pearson_r == pytest.approx(1.0) and r.spearman_rho == pytest.approx(1.0)
+    # mean gaps: F1 0.2, judge 0.5, difference -0.3 (one question: the intervals are the values)
+    assert (r.f1_gap, r.judge_gap, r.gap_difference) == (pytest.approx(0.2), pytest.approx(0.5), pytest.approx(-0.3))
+    assert r.gap_difference_ci_low == pytest.approx(-0.3) == pytest.approx(r.gap_difference_ci_high)
     acc = L.judge_accuracy(pd.DataFrame(rows))
     assert acc[(acc.retriever == "b") & (acc.condition == "SHARDED")].judge_accuracy.iloc[0] == 0.5
+
+
+def test_judge_gap_correlation_per_policy():
+    """§B.5 reports r per policy (.94 HISTORY, .96 CURRENT): pooling both would hide a policy where
+    the judge disagrees. HISTORY: F1 gaps .1 .2 .3, judge gaps 0 .5 1 (r = 1); CURRENT: the
+    judge gaps reversed (r = -1)."""
+    rows = []
+    for ret, f1_sh, j_hist, j_cur in (("a", 0.9, 1.0, 0.0), ("b", 0.8, 0.5, 0.5), ("c", 0.7, 0.0, 1.0)):
+        rows.append(dict(dataset="d", model="m", retriever=ret, condition="FULL", policy="none", qid="q1", run=0,
+                         final_f1=1.0, judge_correct=1.0))
+        for pol, j in (("history", j_hist), ("current", j_cur)):
+            rows.append(dict(dataset="d", model="m", retriever=ret, condition="SHARDED", policy=pol, qid="q1", run=0,
+                             final_f1=f1_sh, judge_correct=j))
+    summary, pairs = L.judge_gap_correlation(pd.DataFrame(rows), BOOT)
+    by = summary.set_index("policy")
+    assert list(by.index) == ["current", "history", "all"] and by.loc["all", "pairs"] == 6
+    assert by.loc["history", "pearson_r"] == pytest.approx(1.0) and by.loc["current", "pearson_r"] == pytest.approx(-1.0)
+    # CURRENT judge gaps 1 - (0, .5, 1) = 1, .5, 0: mean .5; F1 gaps mean .2; difference -.3
+    assert by.loc["current", "judge_gap"] == pytest.approx(0.5) and by.loc["current", "gap_difference"] == pytest.approx(-0.3)
+    assert set(pairs.policy) == {"history", "current"}
 
 
 def test_judge_correlation_undefined_with_too_few_pairs():
     s = _scores({("q1", "FULL", "none"): [1.0], ("q1", "SHARDED", "history"): [0.5]},
                 {("q1", "FULL", "none", 0): {"judge_correct": 1.0}, ("q1", "SHARDED", "history", 0): {"judge_correct": 0.0}})
-    summary, _ = L.judge_gap_correlation(s)
+    summary, _ = L.judge_gap_correlation(s, BOOT)
     assert summary.iloc[0].pairs == 1 and np.isnan(summary.iloc[0].pearson_r) and "fewer than 3" in summary.iloc[0].note
 
 
@@ -190,13 +214,36 @@ def test_recovery_per_policy_pools_models_figures_5_and_6():
          ("q1", "SHARDED", "history"): [0.6], ("q1", "RECAP", "history"): [0.7], ("q1", "SNOWBALL", "history"): [0.8]}
     s = pd.concat([_scores(v), _scores(v).assign(model="m2")], ignore_index=True)
     f5 = L.recovery_for(s, BOOT, "current", ("RECAP",))
-    # CURRENT: (0.7 - 0.4) / (0.8 - 0.4) = 0.75 for both models
-    assert f5.to_dict("records")[0] == {"dataset": "d", "retriever": "bm25", "policy": "current",
-                                              "condition": "RECAP", "models": 2, "recovery": pytest.approx(0.75),
-                                              "ci_low": pytest.approx(0.75), "ci_high": pytest.approx(0.75)}
+    # CURRENT: (0.7 - 0.4) / (0.8 - 0.4) = 0.75 for both models; one question: the interval is that value
+    r = f5.iloc[0]
+    assert (r.dataset, r.retriever, r.policy, r.condition, r.models, r.pairs, r.questions) == \
+        ("d", "bm25", "current", "RECAP", 2, 2, 1)
+    assert r.recovery == pytest.approx(0.75) and r.ci_low == pytest.approx(0.75) and r.ci_high == pytest.approx(0.75)
     f6 = L.recovery_for(s, BOOT, "history", ("RECAP", "SNOWBALL")).set_index("condition")
     # HISTORY: RECAP (0.7 - 0.6) / 0.2 = 0.5; SNOWBALL (0.8 - 0.6) / 0.2 = 1.0
     assert f6.loc["RECAP", "recovery"] == pytest.approx(0.5) and f6.loc["SNOWBALL", "recovery"] == pytest.approx(1.0)
+
+
+def test_recovery_is_pooled_over_llms_not_a_mean_of_ratios():
+    # model m: FULL .8, SHARDED .4, RECAP .7 (ratio .75); model m2: FULL .6, SHARDED .5, RECAP .6 (ratio 1.0)
+    # pooled: (mean RECAP .65 - mean SHARDED .45) / (mean FULL .7 - .45) = .2 / .25 = .8 (the mean of ratios: .875)
+    m = _scores({("q1", "FULL", "none"): [0.8], ("q1", "SHARDED", "current"): [0.4], ("q1", "RECAP", "current"): [0.7]})
+    m2 = _scores({("q1", "FULL", "none"): [0.6], ("q1", "SHARDED", "current"): [0.5], ("q1", "RECAP", "current"): [0.6]})
+    r = L.recovery_for(pd.concat([m, m2.assign(model="m2")], ignore_index=True), BOOT, "current", ("RECAP",)).iloc[0]
+    assert r.recovery == pytest.approx(0.8) and r.gap == pytest.approx(0.25) and r.models == 2
+    # the interval resamples questions: q2 has no gap in m and a gap of .5 in m2 that RECAP fully wins back
+    q2 = {("q2", "FULL", "none"): [0.5], ("q2", "SHARDED", "current"): [0.5], ("q2", "RECAP", "current"): [0.5]}
+    q2b = {("q2", "FULL", "none"): [1.0], ("q2", "SHARDED", "current"): [0.5], ("q2", "RECAP", "current"): [1.0]}
+    s = pd.concat([m, m2.assign(model="m2"), _scores(q2), _scores(q2b).assign(model="m2")], ignore_index=True)
+    r = L.recovery_for(s, {"n_resamples": 400, "seed": 1}, "current", ("RECAP",)).iloc[0]
+    # pooled over 4 pairs: FULL (.8+.6+.5+1)/4 = .725, SHARDED .475, RECAP (.7+.6+.5+1)/4 = .7 -> .225 / .25 = .9
+    assert r.recovery == pytest.approx(0.9) and r.questions == 2 and r.pairs == 4
+    # resampling questions: {q1, q1} gives .8, {q2, q2} gives 1.0 (gap .25, won back .25): the interval spans both
+    assert r.ci_low == pytest.approx(0.8) and r.ci_high == pytest.approx(1.0)
+    # a cell without a positive gap keeps its row, NaN, and says why
+    flat = _scores({("q1", "FULL", "none"): [0.5], ("q1", "SHARDED", "current"): [0.5], ("q1", "RECAP", "current"): [0.7]})
+    r = L.recovery_for(flat, BOOT, "current", ("RECAP",)).iloc[0]
+    assert np.isnan(r.recovery) and "no positive" in r.note
 
 
 def test_full_vs_sharded_of_pog_figure_7():
@@ -214,9 +261,11 @@ def test_full_vs_sharded_of_pog_figure_7():
 
 def test_ceiling_and_floor_with_and_without_retrieval_figure_8():
     runs = [0.6, 1.0, 0.2, 0.8, 0.4]  # P90 0.92, P10 0.28
-    s = _two_retrievers({("q1", "FULL", "none"): [1.0] * 5, ("q1", "SHARDED", "history"): runs},
+    s = _two_retrievers({("q1", "FULL", "none"): [1.0] * 5, ("q1", "SHARDED", "history"): runs,
+                         ("q1", "SHARDED", "current"): [0.0] * 5},  # §B.3 is HISTORY only: CURRENT is left out
                         {("q1", "FULL", "none"): runs, ("q1", "SHARDED", "none"): [0.0] * 5})
     f8 = L.ceiling_and_floor(s, BOOT, {}, ["closed_book"]).set_index(["retrieval", "condition"])
+    assert f8.loc[("with retrieval", "SHARDED"), "cells"] == 1 and f8.loc[("with retrieval", "SHARDED"), "policy"] == "history"
     assert f8.loc[("with retrieval", "FULL"), "ceiling"] == pytest.approx(1.0)
     assert f8.loc[("with retrieval", "SHARDED"), "ceiling"] == pytest.approx(0.92)
     assert f8.loc[("with retrieval", "SHARDED"), "floor"] == pytest.approx(0.28)
@@ -226,12 +275,16 @@ def test_ceiling_and_floor_with_and_without_retrieval_figure_8():
 
 def test_coverage_decline_by_model_figure_9():
     vals = {("q1", "FULL", "none"): [1.0], ("q1", "SHARDED", "history"): [0.25]}
-    cov = {("q1", "FULL", "none", 0): 1.0, ("q1", "SHARDED", "history", 0): 1.0}
-    s = _scores(vals, {k: {"final_cum_recall": v} for k, v in cov.items()})
-    s = pd.concat([s, s.assign(model="m2", final_f1=s.final_f1.where(s.condition == "FULL", 1.0))], ignore_index=True)
+    # BEST F1 (the best turn; §B.4 and Figure 9) differs from the final answer's F1 in SHARDED: 0.5
+    cov = {("q1", "FULL", "none", 0): (1.0, 1.0), ("q1", "SHARDED", "history", 0): (1.0, 0.5)}
+    s = _scores(vals, {k: {"final_cum_recall": c, "best_f1": b} for k, (c, b) in cov.items()})
+    s = pd.concat([s, s.assign(model="m2", best_f1=1.0)], ignore_index=True)
     f9 = L.coverage_decline_by_model(s, BOOT).set_index("model")
-    assert f9.loc["m", "gap_covered"] == pytest.approx(0.75) and f9.loc["m2", "gap_covered"] == pytest.approx(0.0)
-    assert f9.loc["m", "covered_pairs"] == 1
+    assert f9.loc["m", "gap_covered"] == pytest.approx(0.5) and f9.loc["m2", "gap_covered"] == pytest.approx(0.0)
+    assert f9.loc["m", "covered_pairs"] == 1 and f9.loc["m", "metric"] == "best_f1"
+    # on the final answer's F1 the decline would be 0.75
+    assert L.coverage_decline_by_model(s, BOOT, metric="final_f1").set_index("model").loc["m", "gap_covered"] == \
+        pytest.approx(0.75)
 
 
 def test_table9_pools_cells_per_dataset_on_best_f1():

@@ -153,27 +153,32 @@ def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: st
     return save_figure(fig, stem)
 
 
-def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None, xlabel: str = "",
-            ylabel: str = "", diagonal: bool = False) -> tuple[Path, Path]:
-    """Points (``x``, ``y``), coloured by ``label``; ``diagonal`` draws y = x."""
-    _need(df, [x, y] + ([label] if label else []), "scatter")
-    fig, axes = _canvas(1, 4.5, 4.0)
-    ax = axes[0]
-    groups = df.groupby(label, sort=True) if label else [("all", df)]
-    for j, (key, g) in enumerate(groups):
-        ax.scatter(g[x], g[y], s=18, color=f"C{j % 10}", label=str(key))
-    if diagonal:
-        vals = pd.concat([df[x], df[y]]).dropna()
-        if len(vals):
+def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None, panel: str | None = None,
+            xlabel: str = "", ylabel: str = "", diagonal: bool = False) -> tuple[Path, Path]:
+    """Points (``x``, ``y``), coloured by ``label`` (the same colour in every panel), one panel
+    per value of ``panel``; ``diagonal`` draws y = x."""
+    _need(df, [x, y] + [c for c in (label, panel) if c], "scatter")
+    panels = sorted(df[panel].unique(), key=str) if panel else [None]
+    fig, axes = _canvas(len(panels), 4.5, 4.0)
+    colours = {k: f"C{j % 10}" for j, k in enumerate(sorted(df[label].unique(), key=str))} if label else {}
+    vals = pd.concat([df[x], df[y]]).dropna()
+    handles = {}
+    for ax, p in zip(axes, panels):
+        d = df if p is None else df[df[panel] == p]
+        for key, g in (d.groupby(label, sort=True) if label else [("all", d)]):
+            handles[str(key)] = ax.scatter(g[x], g[y], s=18, color=colours.get(key, "C0"), label=str(key))
+        if diagonal and len(vals):
             lo, hi = float(vals.min()), float(vals.max())
             ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
-    ax.axhline(0, color="black", lw=0.5)
-    ax.axvline(0, color="black", lw=0.5)
-    ax.set_xlabel(xlabel or x)
-    ax.set_ylabel(ylabel or y)
-    ax.grid(alpha=0.3)
+        ax.axhline(0, color="black", lw=0.5)
+        ax.axvline(0, color="black", lw=0.5)
+        ax.set_xlabel(xlabel or x)
+        ax.grid(alpha=0.3)
+        if p is not None:
+            ax.set_title(f"{panel} = {p}", fontsize="small")
+    axes[0].set_ylabel(ylabel or y)
     if label:
-        fig.legend(*ax.get_legend_handles_labels(), fontsize="x-small", loc="outside right upper")
+        fig.legend(list(handles.values()), list(handles), fontsize="x-small", loc="outside right upper")
     return save_figure(fig, stem)
 
 

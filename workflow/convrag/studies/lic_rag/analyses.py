@@ -184,9 +184,10 @@ def aptitude_unreliability(scores: pd.DataFrame, boot: dict, analysis: dict) -> 
 
 # ---- complete coverage ----------------------------------------------------------------------
 
-def complete_coverage(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
-    """F1 gap FULL - SHARDED on the (question, run) pairs where both retrieved every
-    supporting passage, beside the gap on all pairs (closed book has no retrieval)."""
+def complete_coverage(scores: pd.DataFrame, boot: dict, metric: str = "final_f1") -> pd.DataFrame:
+    """The gap FULL - SHARDED in ``metric`` (final-answer F1, or BEST F1: the best turn) on the
+    (question, run) pairs where both retrieved every supporting passage, beside the gap on all
+    pairs (closed book has no retrieval)."""
     rows = []
     if "final_cum_recall" not in scores:
         return pd.DataFrame(rows)
@@ -198,17 +199,17 @@ def complete_coverage(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
             sh = sh.set_index(["qid", "run"])
             pairs = full.index.intersection(sh.index)
             covered = [p for p in pairs if full.at[p, "final_cum_recall"] == 1.0 and sh.at[p, "final_cum_recall"] == 1.0]
-            row = {"dataset": ds, "model": model, "retriever": ret, "policy": policy,
+            row = {"dataset": ds, "model": model, "retriever": ret, "policy": policy, "metric": metric,
                    "pairs": len(pairs), "covered_pairs": len(covered)}
-            all_res = _paired(full.loc[pairs, "final_f1"].groupby("qid").mean(),
-                              sh.loc[pairs, "final_f1"].groupby("qid").mean(), boot)
+            all_res = _paired(full.loc[pairs, metric].groupby("qid").mean(),
+                              sh.loc[pairs, metric].groupby("qid").mean(), boot)
             if all_res:
                 row.update(gap_all=all_res["mean_diff"], gap_all_ci_low=all_res["ci_low"],
                            gap_all_ci_high=all_res["ci_high"])
             if covered:
                 idx = pd.MultiIndex.from_tuples(covered, names=["qid", "run"])
-                res = _paired(full.loc[idx, "final_f1"].groupby("qid").mean(),
-                              sh.loc[idx, "final_f1"].groupby("qid").mean(), boot)
+                res = _paired(full.loc[idx, metric].groupby("qid").mean(),
+                              sh.loc[idx, metric].groupby("qid").mean(), boot)
                 row.update(covered_questions=res["n"], f1_full_covered=res["mean_a"],
                            f1_sharded_covered=res["mean_b"], gap_covered=res["mean_diff"],
                            gap_covered_ci_low=res["ci_low"], gap_covered_ci_high=res["ci_high"])
@@ -267,12 +268,39 @@ def judge_accuracy(scores: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def judge_gap_correlation(scores: pd.DataFrame) -> pd.DataFrame:
-    """Across (dataset, model, retriever, policy) pairs: the judge's FULL - SHARDED accuracy
-    gap against the F1 gap (per-question means, then means over questions)."""
+def _correlation(f1_gap, judge_gap, boot: dict) -> dict:
+    """Pearson (with a 95% interval resampling configurations) and Spearman of two gap columns;
+    NaN with a note below three configurations with varying gaps."""
     from scipy import stats
 
-    pairs = []
+    from convrag.stats.bootstrap import bootstrap_statistic
+
+    x, y = np.asarray(f1_gap, float), np.asarray(judge_gap, float)
+    if len(x) < 3 or np.unique(x).size < 2 or np.unique(y).size < 2:
+        return {"pearson_r": np.nan, "pearson_ci_low": np.nan, "pearson_ci_high": np.nan, "pearson_p": np.nan,
+                "spearman_rho": np.nan, "spearman_p": np.nan,
+                "note": "fewer than 3 pairs with varying gaps: correlation undefined"}
+
+    def r(a, b):
+        return float(np.corrcoef(a, b)[0, 1]) if np.unique(a).size > 1 and np.unique(b).size > 1 else np.nan
+
+    pr, pp = stats.pearsonr(x, y)
+    sr, sp = stats.spearmanr(x, y)
+    b = bootstrap_statistic([x, y], r, n_resamples=boot.get("n_resamples", 1000), seed=boot.get("seed", 0))
+    return {"pearson_r": float(pr), "pearson_ci_low": b["ci_low"], "pearson_ci_high": b["ci_high"],
+            "pearson_p": float(pp), "spearman_rho": float(sr), "spearman_p": float(sp), "note": ""}
+
+
+def judge_gap_correlation(scores: pd.DataFrame, boot: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The paper's §B.5 and Figure 10, per policy (and over both): across (dataset, model,
+    retriever) configurations, the LLM judge's FULL - SHARDED accuracy gap against the F1 gap
+    (per-question means over runs, then means over questions): their correlation, the mean of
+    each gap and of their difference (F1 gap - judge gap: a judge that reverses the finding
+    would make it large) with 95% intervals resampling questions. Returns (summary, pairs)."""
+    from convrag.stats.bootstrap import cluster_bootstrap_ci
+
+    boot = boot or {"n_resamples": 1000, "seed": 0}
+    pairs, per_q = [], []
     for (ds, model, ret), g in scores.groupby(CELL, sort=True):
         full = g[g.condition == "FULL"]
         if full.empty:
@@ -281,21 +309,29 @@ def judge_gap_correlation(scores: pd.DataFrame) -> pd.DataFrame:
         for policy, sh in g[g.condition == "SHARDED"].groupby("policy", sort=True):
             sj, sf = _per_question(sh, "judge_correct"), _per_question(sh, "final_f1")
             qs = ff.index.intersection(sf.index)
-            jg = (fj[qs] - sj[qs]).mean()
+            f1_gap, judge_gap = ff[qs] - sf[qs], fj[qs] - sj[qs]
             pairs.append({"dataset": ds, "model": model, "retriever": ret, "policy": policy,
-                          "f1_gap": (ff[qs] - sf[qs]).mean(), "judge_gap": jg})
-    df = pd.DataFrame(pairs)
-    row = {"pairs": len(df)}
-    ok = df.dropna(subset=["f1_gap", "judge_gap"]) if len(df) else df
-    row["pairs_with_both"] = len(ok)
-    if len(ok) >= 3 and ok["f1_gap"].nunique() > 1 and ok["judge_gap"].nunique() > 1:
-        pr, pp = stats.pearsonr(ok["f1_gap"], ok["judge_gap"])
-        sr, sp = stats.spearmanr(ok["f1_gap"], ok["judge_gap"])
-        row.update(pearson_r=float(pr), pearson_p=float(pp), spearman_rho=float(sr), spearman_p=float(sp))
-    else:
-        row.update(pearson_r=np.nan, pearson_p=np.nan, spearman_rho=np.nan, spearman_p=np.nan,
-                   note="fewer than 3 pairs with varying gaps: correlation undefined")
-    return pd.DataFrame([row]), df
+                          "f1_gap": f1_gap.mean(), "judge_gap": judge_gap.mean()})
+            per_q += [{"policy": policy, "cluster": f"{ds}/{q}", "f1_gap": a, "judge_gap": b}
+                      for q, a, b in zip(qs, f1_gap, judge_gap)]
+    df, q = pd.DataFrame(pairs), pd.DataFrame(per_q)
+    rows = []
+    policies = sorted(df.policy.unique()) if len(df) else []
+    for policy in [*policies, *(["all"] if len(policies) > 1 else [])]:
+        d = df if policy == "all" else df[df.policy == policy]
+        ok = d.dropna(subset=["f1_gap", "judge_gap"])
+        row = {"policy": policy, "pairs": len(d), "pairs_with_both": len(ok), **_correlation(ok.f1_gap, ok.judge_gap, boot)}
+        qq = (q if policy == "all" else q[q.policy == policy]).dropna(subset=["f1_gap", "judge_gap"])
+        if len(qq):
+            for name, values in (("f1_gap", qq.f1_gap), ("judge_gap", qq.judge_gap),
+                                 ("gap_difference", qq.f1_gap - qq.judge_gap)):
+                ci = cluster_bootstrap_ci(values.to_numpy(), qq.cluster.tolist(), boot.get("n_resamples", 1000),
+                                          boot.get("seed", 0))
+                row.update({name: ci["mean"], f"{name}_ci_low": ci["ci_low"], f"{name}_ci_high": ci["ci_high"]})
+        rows.append(row)
+    if not rows:
+        rows = [{"policy": "all", "pairs": 0, "pairs_with_both": 0, **_correlation([], [], boot)}]
+    return pd.DataFrame(rows), df
 
 
 # ---- categories, dependency order ---------------------------------------------------------------
@@ -394,23 +430,57 @@ def retrieval_cost(turns: pd.DataFrame, retrievers: list[str]) -> pd.DataFrame:
 
 # ---- the paper's figures 5-9 ------------------------------------------------------------------
 
+def _question_means(scores: pd.DataFrame, cond: str, policy: str | None = None) -> pd.Series:
+    """Mean final F1 over runs per (dataset, model, qid) of one condition (and policy)."""
+    x = scores[scores.condition == cond]
+    if policy is not None:
+        x = x[x.policy == policy]
+    return x.groupby(["dataset", "model", "qid"])["final_f1"].mean()
+
+
+def pooled_recovery(full, sharded, recovered, clusters, boot: dict) -> dict:
+    """The share of the FULL-SHARDED gap a condition wins back, pooled: (mean recovered - mean
+    SHARDED) / (mean FULL - mean SHARDED) over every (model, question) pair, not a mean of
+    per-model ratios (a model with a tiny gap would swing those). Its 95% interval resamples
+    questions (``clusters``: one label per pair), since a question's pairs are not independent;
+    NaN without a positive gap (resamples without one are skipped)."""
+    from convrag.stats.bootstrap import bootstrap_statistic
+
+    def ratio(f, s, r):
+        return recovery_share(f.mean(), s.mean(), r.mean())
+
+    f, s, r = (np.asarray(v, float) for v in (full, sharded, recovered))
+    est = ratio(f, s, r)
+    out = {"pairs": len(f), "questions": len(set(clusters)), "f1_full": f.mean(), "f1_sharded": s.mean(),
+           "f1_recovered": r.mean(), "gap": f.mean() - s.mean(), "recovery": est, "ci_low": np.nan, "ci_high": np.nan}
+    if not np.isnan(est):
+        b = bootstrap_statistic([f, s, r], ratio, n_resamples=boot.get("n_resamples", 1000),
+                                seed=boot.get("seed", 0), clusters=list(clusters))
+        out.update(ci_low=b["ci_low"], ci_high=b["ci_high"])
+    return out
+
+
 def recovery_for(scores: pd.DataFrame, boot: dict, policy: str, conditions: tuple[str, ...]) -> pd.DataFrame:
-    """Recovery per retriever under one policy, one row per (dataset, retriever, condition),
-    averaged over models (the paper's Figures 5 and 6 pool the LLMs)."""
-    rec = recovery(scores, boot)
-    if rec.empty:
-        return rec
-    rec = rec[rec.policy == policy]
+    """The paper's Figures 5 and 6: per retriever and dataset, and over all datasets, the share
+    of the FULL-SHARDED gap each condition recovers under one policy, pooled over the LLMs
+    (``pooled_recovery``; intervals resample questions). A cell without a positive gap keeps its
+    row with a NaN recovery and says so (``note``)."""
     rows = []
-    for cond in conditions:
-        col = f"{cond.lower()}_recovery"
-        if col not in rec:
-            continue
-        g = rec.dropna(subset=[col]).groupby(["dataset", "retriever"], sort=True)
-        for (ds, ret), x in g:
-            rows.append({"dataset": ds, "retriever": ret, "policy": policy, "condition": cond, "models": len(x),
-                         "recovery": x[col].mean(), "ci_low": x[f"{cond.lower()}_ci_low"].mean(),
-                         "ci_high": x[f"{cond.lower()}_ci_high"].mean()})
+    for ret, g in scores.groupby("retriever", sort=True):
+        full, sh = _question_means(g, "FULL"), _question_means(g, "SHARDED", policy)
+        for cond in conditions:
+            rec = _question_means(g, cond, policy)
+            idx = full.index.intersection(sh.index).intersection(rec.index)
+            if idx.empty:
+                continue
+            datasets = idx.get_level_values("dataset")
+            for ds in [*sorted(set(datasets)), *(["all"] if len(set(datasets)) > 1 else [])]:
+                k = idx if ds == "all" else idx[datasets == ds]
+                clusters = [f"{d}/{q}" for d, q in zip(k.get_level_values("dataset"), k.get_level_values("qid"))]
+                res = pooled_recovery(full[k], sh[k], rec[k], clusters, boot)
+                rows.append({"dataset": ds, "retriever": ret, "policy": policy, "condition": cond,
+                             "models": k.get_level_values("model").nunique(), **res,
+                             "note": "" if not np.isnan(res["recovery"]) else "no positive FULL-SHARDED gap to recover"})
     return pd.DataFrame(rows)
 
 
@@ -427,27 +497,32 @@ def full_vs_sharded_of(scores: pd.DataFrame, retrievers: list[str], boot: dict) 
     return g
 
 
-def ceiling_and_floor(scores: pd.DataFrame, boot: dict, analysis: dict, closed_retrievers: list[str]) -> pd.DataFrame:
-    """The paper's Figure 8: aptitude (the ceiling, P90 of F1 over runs) and the floor (P10),
-    FULL against SHARDED, with retrieval (every open retriever) and without (closed book),
-    averaged over the cells of each group; floor = aptitude - unreliability per question."""
-    au = aptitude_unreliability(scores[scores.condition.isin(["FULL", "SHARDED"])], boot, analysis)
+def ceiling_and_floor(scores: pd.DataFrame, boot: dict, analysis: dict, closed_retrievers: list[str],
+                      policy: str = "history") -> pd.DataFrame:
+    """The paper's Figure 8 (§B.3): aptitude (the ceiling, P90 of F1 over runs) and the floor
+    (P10), FULL against SHARDED under one policy (the paper's: HISTORY; closed book has only
+    ``none``), with retrieval (every open retriever) and without (closed book), averaged over
+    the cells of each group; floor = aptitude - unreliability per question."""
+    s = scores[(scores.condition == "FULL") | ((scores.condition == "SHARDED") & scores.policy.isin([policy, "none"]))]
+    au = aptitude_unreliability(s, boot, analysis)
     if au.empty:
         return au
     au = au.assign(floor=au.aptitude - au.unreliability,
                    retrieval=np.where(au.retriever.isin(closed_retrievers), "closed book", "with retrieval"))
-    return (au.groupby(["dataset", "retrieval", "condition"], sort=True)
-            .agg(cells=("model", "size"), ceiling=("aptitude", "mean"), floor=("floor", "mean"),
-                 unreliability=("unreliability", "mean")).reset_index())
+    out = (au.groupby(["dataset", "retrieval", "condition"], sort=True)
+           .agg(cells=("model", "size"), ceiling=("aptitude", "mean"), floor=("floor", "mean"),
+                unreliability=("unreliability", "mean")).reset_index())
+    return out.assign(policy=np.where(out.condition == "SHARDED", policy, "none"))
 
 
-def coverage_decline_by_model(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
-    """The paper's Figure 9: per LLM, the FULL-SHARDED decline on the complete-coverage pairs,
-    averaged over datasets and retrievers (cells without covered pairs left out)."""
-    cc = complete_coverage(scores, boot)
+def coverage_decline_by_model(scores: pd.DataFrame, boot: dict, metric: str = "best_f1") -> pd.DataFrame:
+    """The paper's Figure 9 (§B.4, like Table 9): per LLM, the FULL-SHARDED decline in BEST F1
+    on the complete-coverage pairs, averaged over datasets and retrievers (cells without covered
+    pairs left out)."""
+    cc = complete_coverage(scores, boot, metric)
     if cc.empty or "gap_covered" not in cc:
         return pd.DataFrame()
     cc = cc.dropna(subset=["gap_covered"])
-    return (cc.groupby(["model", "policy"], sort=True)
+    return (cc.groupby(["model", "policy", "metric"], sort=True)
             .agg(cells=("retriever", "size"), covered_pairs=("covered_pairs", "sum"),
                  gap_covered=("gap_covered", "mean"), gap_all=("gap_all", "mean")).reset_index())

@@ -83,8 +83,8 @@ def _fig_categories(df, stem):
 def _fig_judge(df, stem):
     from convrag.report import figures
 
-    figures.scatter(df, stem, x="f1_gap", y="judge_gap", label="retriever", xlabel="FULL - SHARDED gap in F1",
-                    ylabel="FULL - SHARDED gap in judge accuracy", diagonal=True)
+    figures.scatter(df, stem, x="f1_gap", y="judge_gap", label="retriever", panel="policy",
+                    xlabel="FULL - SHARDED gap in F1", ylabel="FULL - SHARDED gap in judge accuracy", diagonal=True)
 
 
 
@@ -151,7 +151,7 @@ TARGETS = {t.name: t for t in [
     _t("table9_complete_coverage", "table", lambda s, t, c: A.complete_coverage_by_dataset(s, c["boot"])),
     _t("complete_coverage_cells", "table", lambda s, t, c: A.complete_coverage(s, c["boot"])),
     _t("judge_accuracy", "table", lambda s, t, c: A.judge_accuracy(s)),
-    _t("judge_gap_correlation", "table", lambda s, t, c: A.judge_gap_correlation(s)[0]),
+    _t("judge_gap_correlation", "table", lambda s, t, c: A.judge_gap_correlation(s, c["boot"])[0]),
     _t("response_categories", "table", lambda s, t, c: A.response_categories(t)),
     _t("dependency_order", "table", lambda s, t, c: A.dependency_order(s)),
     _t("information_preservation", "table",
@@ -177,7 +177,7 @@ TARGETS = {t.name: t for t in [
     Target("table11_retrieval_systems", "table", _retrieval_systems),
     Target("table12_models", "table", _models),
     _t("response_category_shares", "figure", lambda s, t, c: A.response_categories(t), _fig_categories),
-    _t("figure10_judge_vs_f1_gap", "figure", lambda s, t, c: A.judge_gap_correlation(s)[1], _fig_judge),
+    _t("figure10_judge_vs_f1_gap", "figure", lambda s, t, c: A.judge_gap_correlation(s, c["boot"])[1], _fig_judge),
     reproduction_target("lic_rag"),
 ]}
 
