@@ -66,8 +66,10 @@ def _need(df: pd.DataFrame, cols, name: str) -> None:
 def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | None = None, hi: str | None = None,
                  panel: str | None = None, ylabel: str = "", ylim=None, hue_order=()) -> tuple[Path, Path]:
     """Bars of ``y`` per ``x`` and ``hue`` (optional CI whiskers ``lo``/``hi``), one panel per
-    value of ``panel``; missing cells stay empty, NaN values are drawn as gaps, and a cell with
-    several rows (several models, say) shows their mean. ``hue_order`` puts those hues first."""
+    value of ``panel``; missing cells stay empty, a cell whose value is NaN (undefined, e.g. a
+    ratio without a denominator) is marked "n/a" and a value of exactly 0 is marked "0", so
+    neither looks like a missing bar; a cell with several rows (several models, say) shows their
+    mean. ``hue_order`` puts those hues first."""
     _need(df, [c for c in (x, hue, y, lo, hi, panel) if c], "grouped_bars")
     df = df.copy()
     panel = panel or "_panel"
@@ -86,10 +88,15 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
             if lo and hi:
                 err = np.vstack([mean - cells[lo].to_numpy(dtype=float), cells[hi].to_numpy(dtype=float) - mean])
                 err = np.nan_to_num(np.clip(err, 0, None))
-            ax.bar(pos + (j - (len(hues) - 1) / 2) * width, np.nan_to_num(mean), width, yerr=err, capsize=2,
-                   color=f"C{j}", label=str(h))
+            at = pos + (j - (len(hues) - 1) / 2) * width
+            ax.bar(at, np.nan_to_num(mean), width, yerr=err, capsize=2, color=f"C{j}", label=str(h))
+            present = np.array([(v, h) in sub.index for v in xs])
+            for k in np.flatnonzero(present & (np.isnan(mean) | (mean == 0))):
+                ax.annotate("n/a" if np.isnan(mean[k]) else "0", (at[k], 0), xytext=(0, 2), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=6, rotation=90, color="dimgrey")
         ax.set_title(str(pv))
-        ax.set_xticks(pos, [str(v) for v in xs], rotation=30 if len(xs) > 4 else 0)
+        tilt = len(xs) > 4 or len(xs) * max(len(str(v)) for v in xs) > 40  # labels that would overlap
+        ax.set_xticks(pos, [str(v) for v in xs], rotation=30 if tilt else 0, ha="right" if tilt else "center")
         ax.set_xlabel(x)
         if ylim:
             ax.set_ylim(*ylim)

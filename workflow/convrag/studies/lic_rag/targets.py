@@ -118,7 +118,7 @@ def _fig_coverage_by_model(df, stem):
     from convrag.report import figures
 
     figures.grouped_bars(df, stem, x="model", hue="policy", y="gap_covered",
-                         ylabel="FULL - SHARDED F1 under complete coverage")
+                         ylabel="FULL - SHARDED BEST F1 under complete coverage")
 
 
 def _retrieval_systems(inputs: dict, ctx: dict) -> pd.DataFrame:
