@@ -177,3 +177,20 @@ def test_paper_and_sample_configs_write_under_their_own_results_dir():
         assert d and d.rstrip("/") != "results", f"{p}: results_dir must be its own folder, not the default's"
         assert d not in dirs, f"{p} and {dirs.get(d)} share results_dir {d}"
         dirs[d] = p
+
+
+def test_a_retriever_can_run_with_some_of_the_models_only():
+    """§B.2: PoG runs with the paper's eight open-weight LLMs, not the two API models; the paper
+    config says so (lic_rag.retriever_models) and the plan follows it."""
+    from convrag.studies.lic_rag.plan import simulate_jobs
+
+    cfg = load_config(REPO_ROOT / "config" / "studies" / "lic_rag.yaml")
+    jobs = simulate_jobs(cfg)
+    pog = {j["model"] for j in jobs if j["retriever"] == "pog"}
+    assert pog == set(cfg["lic_rag"]["models"]) - {"luna-5.6", "gpt-4o-mini"} and len(pog) == 8
+    assert {j["model"] for j in jobs if j["retriever"] == "bm25"} == set(cfg["lic_rag"]["models"])
+    assert len(jobs) == 5 * 3 * (8 * 10 + 8)  # datasets x chunks x (8 retrievers x 10 LLMs + PoG x 8)
+    bad = copy.deepcopy(cfg)
+    bad["lic_rag"]["retriever_models"] = {"pog": ["gpt-9"]}
+    with pytest.raises(ConfigError, match=r"'lic_rag\.retriever_models\.pog\[0\]'.*unknown name 'gpt-9'"):
+        validate_config(bad)

@@ -26,6 +26,10 @@ class LicRag(Study):
         check_names(source, "lic_rag.datasets", lic["datasets"], config["datasets"])
         check_names(source, "lic_rag.retrievers", lic["retrievers"], config["retrievers"])
         check_names(source, "lic_rag.models", lic["models"], registry)
+        for ret, models in lic["retriever_models"].items():
+            if ret not in lic["retrievers"]:
+                raise unknown_name(source, f"lic_rag.retriever_models.{ret}", ret, lic["retrievers"])
+            check_names(source, f"lic_rag.retriever_models.{ret}", models, lic["models"])
         check_names(source, "lic_rag.sharding.model", [lic["sharding"]["model"]], registry)
         for key in ("user_simulator", "classifier", "judge"):
             m = lic[key]["model"]

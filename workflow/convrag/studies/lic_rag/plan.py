@@ -90,9 +90,11 @@ def simulate_jobs(config: dict) -> list[dict]:
 
     lic = config["lic_rag"]
     by_ret = {ret: cells(lic, is_closed_book(config, ret)) for ret in lic["retrievers"]}
+    with_ret = lic.get("retriever_models") or {}  # a retriever's models, where the config limits them
     return [
         dict(dataset=ds, model=model, retriever=ret, chunk=chunk, cells=by_ret[ret])
         for ds in lic["datasets"] for model in lic["models"] for ret in lic["retrievers"]
+        if model in with_ret.get(ret, lic["models"])
         for chunk in range(n_chunks(config, ds))
     ]
 
