@@ -194,3 +194,21 @@ def test_a_retriever_can_run_with_some_of_the_models_only():
     bad["lic_rag"]["retriever_models"] = {"pog": ["gpt-9"]}
     with pytest.raises(ConfigError, match=r"'lic_rag\.retriever_models\.pog\[0\]'.*unknown name 'gpt-9'"):
         validate_config(bad)
+
+
+def test_the_paper_config_pools_the_papers_complete_coverage_pairs():
+    """§B.4's 225,000 eligible pairs = 750 questions x 5 runs x 10 LLMs x 6 retrievers: the paper
+    config names those six (not RAPTOR, not PoG), and Table 9 / Figure 9 pool only them."""
+    import pandas as pd
+
+    from convrag.studies.lic_rag.targets import _coverage_cells
+
+    cfg = load_config(REPO_ROOT / "config" / "studies" / "lic_rag.yaml")
+    lic = cfg["lic_rag"]
+    questions = sum(cfg["datasets"][d]["n_questions"] for d in lic["datasets"])
+    keep = lic["analysis"]["coverage_retrievers"]
+    assert questions * lic["runs"] * len(lic["models"]) * len(keep) == 225_000
+    assert not {"raptor", "pog", "closed_book"} & set(keep)
+    s = pd.DataFrame({"retriever": ["bm25", "raptor", "pog", "dense"]})
+    assert _coverage_cells(s, {"analysis": lic["analysis"]}).retriever.tolist() == ["bm25", "dense"]
+    assert len(_coverage_cells(s, {"analysis": {"coverage_retrievers": None}})) == 4

@@ -38,6 +38,8 @@ class LicRag(Study):
         if lic["recall_k"] < lic["top_k"]:
             raise ConfigError(f"{source}: invalid config key 'lic_rag.recall_k': {lic['recall_k']} is below top_k "
                               f"({lic['top_k']})")
+        check_names(source, "lic_rag.analysis.coverage_retrievers", lic["analysis"]["coverage_retrievers"] or [],
+                    lic["retrievers"])
         for d in lic["sharding"]["reviews"]:
             if d not in lic["datasets"]:
                 raise unknown_name(source, f"lic_rag.sharding.reviews.{d}", d, lic["datasets"])

@@ -80,6 +80,12 @@ def _fig_categories(df, stem):
                          ylabel="share of assistant turns")
 
 
+def _coverage_cells(scores: pd.DataFrame, ctx: dict) -> pd.DataFrame:
+    """The cells §B.4 pools (analysis.coverage_retrievers; default: every retriever)."""
+    keep = (ctx.get("analysis") or {}).get("coverage_retrievers")
+    return scores if not keep else scores[scores.retriever.isin(keep)]
+
+
 def _fig_judge(df, stem):
     from convrag.report import figures
 
@@ -148,7 +154,8 @@ TARGETS = {t.name: t for t in [
     _t("decomposition", "table", lambda s, t, c: A.decomposition(s, c["boot"])),
     _t("recovery", "table", lambda s, t, c: A.recovery(s, c["boot"])),
     _t("table8_aptitude_unreliability", "table", lambda s, t, c: A.aptitude_unreliability(s, c["boot"], c["analysis"])),
-    _t("table9_complete_coverage", "table", lambda s, t, c: A.complete_coverage_by_dataset(s, c["boot"])),
+    _t("table9_complete_coverage", "table",
+       lambda s, t, c: A.complete_coverage_by_dataset(_coverage_cells(s, c), c["boot"])),
     _t("complete_coverage_cells", "table", lambda s, t, c: A.complete_coverage(s, c["boot"])),
     _t("judge_accuracy", "table", lambda s, t, c: A.judge_accuracy(s)),
     _t("judge_gap_correlation", "table", lambda s, t, c: A.judge_gap_correlation(s, c["boot"])[0]),
@@ -172,7 +179,8 @@ TARGETS = {t.name: t for t in [
        _fig_full_vs_sharded),
     _t("figure8_ceiling_and_floor", "figure",
        lambda s, t, c: A.ceiling_and_floor(s, c["boot"], c["analysis"], c["closed_retrievers"]), _fig_ceiling_floor),
-    _t("figure9_coverage_decline_by_llm", "figure", lambda s, t, c: A.coverage_decline_by_model(s, c["boot"]),
+    _t("figure9_coverage_decline_by_llm", "figure",
+       lambda s, t, c: A.coverage_decline_by_model(_coverage_cells(s, c), c["boot"]),
        _fig_coverage_by_model),
     Target("table11_retrieval_systems", "table", _retrieval_systems),
     Target("table12_models", "table", _models),
