@@ -263,6 +263,38 @@ def cmd_target(a):
     build_target(get_study(a.study), a.name, a.inputs, a.context, a.out_stem)
 
 
+def cmd_reproduction_plan(a):
+    """For every published number of each study of a config: where it will come from in that
+    config's grid, or why it cannot (convrag.report.rehearsal); tables rehearsed with synthetic
+    scores at the grid's full shape."""
+    import tempfile
+    from pathlib import Path
+
+    from convrag.config import load_config
+    from convrag.report.rehearsal import RESOLVED, check_unambiguous, plan, rehearse, summary_line
+    from convrag.report.reproduction import published_path
+    from convrag.report.tables import write_table
+    from convrag.studies import active_studies
+
+    config = load_config(a.config)
+    studies = [s for s in active_studies(config) if not a.study or s.key in a.study]
+    if not studies:
+        raise ConfigError(f"{a.config}: no active study {' or '.join(a.study) if a.study else ''} to plan")
+    with tempfile.TemporaryDirectory(prefix="convrag-rehearsal-") as tmp:
+        root = Path(a.out_dir or tmp)
+        for study in studies:
+            tables = rehearse(study, config, root / study.key, questions=a.questions, runs=a.runs, seed=a.seed)
+            df = plan(study, config, tables)
+            write_table(df, str(root / study.key / "tables" / "reproduction_plan"),
+                        caption=f"Where each published number of {study.key} comes from in {a.config} "
+                                f"(rehearsed with synthetic scores, {a.questions} questions x {a.runs} runs per cell).")
+            for r in df.itertuples():
+                where = f"{r.target} [{r.row}] {r.column}" if r.status == RESOLVED else r.reason
+                print(f"{study.key}\t{r.id}\t{r.status}\t{where}")
+            print(f"{study.key}: {summary_line(df)}")
+            check_unambiguous(df, str(published_path(study.key)))
+
+
 def cmd_estimate(a):
     from pathlib import Path
 
@@ -463,6 +495,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--job-minutes", type=float, default=240.0, help="SLURM time limit of a job (default 240)")
     s.add_argument("--json", action="store_true", help="print the full estimate as JSON")
     s.add_argument("--out", default=None, help="write to this file instead of stdout")
+
+    sp = sub.add_parser("reproduction", help="the reproduction of the papers' published numbers")
+    rs = sp.add_subparsers(dest="study_stage", required=True, metavar="STAGE")
+    s = rs.add_parser("plan", help="for every published number, the target, row and column of a config's grid it will "
+                      "be compared with, or why it cannot be (tables rehearsed with synthetic scores, no model)")
+    s.set_defaults(fn=cmd_reproduction_plan)
+    s.add_argument("--config", required=True, help="a config file (e.g. config/studies/lic_rag.yaml)")
+    s.add_argument("--study", nargs="*", default=[], help="only these studies (default: every active one)")
+    s.add_argument("--questions", type=int, default=4, help="synthetic questions per cell")
+    s.add_argument("--runs", type=int, default=2, help="synthetic runs per question")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out-dir", default=None, help="keep the rehearsed tables and figures here (default: a temporary folder)")
 
     sp = sub.add_parser("cache", help="export / import the LLM-cache entries of a set of targets (portable bundle)",
                         description="Move the LLM answers that some targets need between results trees: run the "

@@ -96,6 +96,13 @@ class Study:
         themselves, with no model named in the config (``convrag sources`` lists and pins them)."""
         return []
 
+    def rehearsal_inputs(self, config: dict, folder, questions: int = 4, runs: int = 2,
+                         seed: int = 0) -> dict | None:
+        """Synthetic inputs of the study's targets at the grid's full shape (artifact name ->
+        path), written into ``folder`` with seeded values and no model, for
+        ``convrag reproduction plan`` (convrag.report.rehearsal); None: no rehearsal yet."""
+        return None
+
     # ---- planning and sizing --------------------------------------------------------------
     def plan(self, config: dict) -> list[dict]:
         """Every model-calling job of the study's grid (one dict per job), for sizing and

@@ -83,6 +83,13 @@ class LicRag(Study):
                 "pog": [r for r in rets if retriever_kind(config, r) == "pog"],
                 "retrieval_systems": retrieval_system_rows(config), "models": model_rows(config), "reproduction": run}
 
+    def rehearsal_inputs(self, config, folder, questions=4, runs=2, seed=0):
+        from pathlib import Path
+
+        from convrag.studies.lic_rag.rehearsal import rehearsal_inputs
+
+        return rehearsal_inputs(config, Path(folder), questions, runs, seed)
+
     def outputs(self, config, layout):
         # Conversations are targets too: deleting one makes Snakemake redo that job (from the
         # LLM cache) and everything downstream of it, not silently keep stale tables.

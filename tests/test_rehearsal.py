@@ -1,0 +1,58 @@
+"""The rehearsal of a paper config without models (convrag.report.rehearsal): synthetic score
+files at the paper grid's full shape, every table and figure and the reproduction table built
+from them, and the plan of where each published number will come from."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from convrag.config import REPO_ROOT, load_config
+from convrag.errors import DataError
+from convrag.report.rehearsal import AMBIGUOUS, RESOLVED, check_unambiguous, plan, rehearse, summary_line
+from convrag.report.reproduction import load_published, published_path
+from convrag.studies import get_study
+from convrag.studies.lic_rag.plan import simulate_cells
+
+
+@pytest.fixture(scope="module")
+def lic_rag_rehearsal(tmp_path_factory):
+    cfg = load_config(REPO_ROOT / "config" / "studies" / "lic_rag.yaml")
+    study = get_study("lic_rag")
+    out = tmp_path_factory.mktemp("rehearsal")
+    return cfg, study, out, rehearse(study, cfg, out, questions=2, runs=2, n_resamples=50)
+
+
+def test_the_lic_rag_paper_grid_rehearses_at_full_shape(lic_rag_rehearsal):
+    cfg, study, out, tables = lic_rag_rehearsal
+    scores = pd.read_parquet(out / "inputs" / "conversations.parquet")
+    keys = ["dataset", "model", "retriever", "condition", "policy"]
+    want = {tuple(c[k] for k in keys) for c in simulate_cells(cfg)}
+    assert set(scores[keys].itertuples(index=False, name=None)) == want
+    # 5 datasets x (7 open retrievers x 10 LLMs + PoG x 8 open-weight LLMs) x 8 cells (FULL, CONCAT;
+    # SHARDED, RECAP, SNOWBALL x 2 policies) + closed book x 10 LLMs x 5 cells (policy none)
+    assert len(want) == 5 * ((7 * 10 + 8) * 8 + 10 * 5) == 3370
+    assert len(scores) == len(want) * 2 * 2  # 2 questions x 2 runs per cell
+    # every target the score files feed is built (the datasets table needs the real questions)
+    built = {n for n, t in study.targets().items() if set(t.inputs) <= {"scores", "turns"} or not t.inputs}
+    assert built | {"reproduction"} == set(tables) and "datasets" not in tables
+    for name in tables:
+        assert (out / "figures" / f"{name}.png").exists() or (out / "tables" / f"{name}.csv").exists(), name
+
+
+def test_the_plan_names_a_cell_for_every_resolved_number(lic_rag_rehearsal):
+    cfg, study, out, tables = lic_rag_rehearsal
+    df = plan(study, cfg, tables)
+    assert len(df) == len(load_published(published_path("lic_rag"), "lic_rag").entries) == 85
+    repro = pd.read_csv(tables["reproduction"]).set_index("id")
+    resolved = df[df.status == RESOLVED]
+    assert len(resolved) >= 15
+    for r in resolved.itertuples():  # the rehearsed reproduction table has a value for each of them
+        assert math.isfinite(repro.loc[r.id, "ours"]), r.id
+        assert r.target and r.column
+    assert summary_line(df).startswith(f"resolved {len(resolved)} of 85 published numbers")
+    # a 'where' that picks several rows is an error of the plan, not a silent null later
+    amb = df[df.status == AMBIGUOUS]
+    if len(amb):
+        with pytest.raises(DataError, match=f"{len(amb)} published entries match several rows"):
+            check_unambiguous(df, "lic_rag.yaml")

@@ -1,0 +1,106 @@
+"""A paper config's rehearsal and reproduction plan, without models.
+
+Why: a paper grid costs GPU-weeks, and a published number that no cell of its tables can give
+back is found only at the end. ``rehearse`` asks the study for the score files its grid would
+produce, at the grid's full shape with seeded synthetic values (``Study.rehearsal_inputs``;
+questions and runs per cell cut), builds every table and figure and the reproduction table
+from them; ``plan`` then says, for every published number, the one target, row and column it
+will be compared with, or why it cannot be:
+
+- ``resolved``: exactly one row of the rehearsed table matches the entry, and the config meets
+  what the number depends on;
+- ``unavailable``: the config cannot meet it, for a reason about the world (a closed model
+  without an endpoint, an unreleased domain, data that is not public: the entry's ``requires``
+  against the run);
+- ``unresolved``: our tables do not hold it (``ours: null`` with its reason, or no row matches).
+
+A lookup that matches several rows (``ambiguous``: the published file's ``where`` does not pick
+one row of the table) makes the command fail after printing the plan, rather than give a silent
+``not comparable`` at the end of the real run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from convrag.errors import ConfigError, DataError
+
+RESOLVED, UNAVAILABLE, UNRESOLVED, AMBIGUOUS = "resolved", "unavailable", "unresolved", "ambiguous"
+
+
+def rehearse(study, config: dict, out_dir, *, questions: int = 4, runs: int = 2, seed: int = 0,
+             n_resamples: int | None = 200) -> dict[str, str]:
+    """Build every target of ``study`` for ``config`` from synthetic inputs in ``out_dir``;
+    returns target -> CSV path (the reproduction table too). Targets that need inputs the
+    rehearsal does not make (real questions or corpora) are left out."""
+    from convrag.report.reproduction import published_path
+    from convrag.report.targets import build_target
+
+    out = Path(out_dir)
+    inputs = study.rehearsal_inputs(config, out / "inputs", questions=questions, runs=runs, seed=seed)
+    if inputs is None:
+        raise ConfigError(f"study '{study.key}' has no rehearsal yet (Study.rehearsal_inputs)")
+    ctx = {**study.context(config), "study_dir": str(out)}
+    if n_resamples is not None and isinstance(ctx.get("boot"), dict):  # intervals of synthetic numbers: fewer resamples
+        ctx["boot"] = {**ctx["boot"], "n_resamples": n_resamples}
+    tables = {}
+    for name, t in study.targets().items():
+        if name == "reproduction" or not set(t.inputs) <= set(inputs):
+            continue
+        stem = str(out / ("figures" if t.kind == "figure" else "tables") / name)
+        build_target(study, name, {k: inputs[k] for k in t.inputs}, ctx, stem)
+        tables[name] = stem + ".csv"
+    if "reproduction" in study.targets():
+        stem = str(out / "tables" / "reproduction")
+        build_target(study, "reproduction", {"published": str(published_path(study.key)),
+                                             "reproduction_tables": list(tables.values())}, ctx, stem)
+        tables["reproduction"] = stem + ".csv"
+    return tables
+
+
+def plan(study, config: dict, tables: dict[str, str]) -> pd.DataFrame:
+    """One row per published number: its status (resolved / unavailable / unresolved), where it
+    will come from (target, row, column) and why not where it will not."""
+    from convrag.report.reproduction import (_where_text, load_published, lookup, published_path,
+                                             requirement_failures)
+
+    pub = load_published(published_path(study.key), study.key)
+    run = study.context(config).get("reproduction") or {}
+    cache: dict = {}
+    rows = []
+    for e in pub.entries:
+        world = requirement_failures(e.requires, run, pub.unreleased)
+        row = {"id": e.id, "source": e.source, "what": e.what, "published": e.value,
+               "target": e.ours.target if e.ours else "", "row": _where_text(e.ours.where) if e.ours else "",
+               "column": e.ours.value if e.ours else ""}
+        if e.ours is None:
+            rows.append({**row, "status": UNRESOLVED, "reason": e.reason})
+            continue
+        found, missing = lookup(e.ours, tables, cache)
+        if missing and " rows of " in missing:
+            rows.append({**row, "status": AMBIGUOUS, "reason": f"{missing}; its 'where' must pick one row"})
+        elif missing:
+            rows.append({**row, "status": UNRESOLVED, "reason": missing})
+        elif world:
+            rows.append({**row, "status": UNAVAILABLE, "reason": "; ".join(world)})
+        else:
+            rows.append({**row, "status": RESOLVED, "reason": e.reason or ""})
+    return pd.DataFrame(rows, columns=["id", "source", "what", "published", "status", "target", "row", "column",
+                                       "reason"])
+
+
+def summary_line(df: pd.DataFrame) -> str:
+    n = df["status"].value_counts()
+    line = (f"resolved {int(n.get(RESOLVED, 0))} of {len(df)} published numbers; "
+            f"{int(n.get(UNAVAILABLE, 0))} unavailable; {int(n.get(UNRESOLVED, 0))} unresolved")
+    return line + (f"; {int(n[AMBIGUOUS])} ambiguous" if n.get(AMBIGUOUS) else "")
+
+
+def check_unambiguous(df: pd.DataFrame, where: str) -> None:
+    """The plan's error: entries whose lookup matches several rows."""
+    bad = df[df.status == AMBIGUOUS]
+    if len(bad):
+        raise DataError(f"{where}: {len(bad)} published entries match several rows (first: '{bad.id.iloc[0]}': "
+                        f"{bad.reason.iloc[0]})")

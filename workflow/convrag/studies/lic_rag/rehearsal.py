@@ -1,0 +1,60 @@
+"""lic_rag's rehearsal inputs: the score tables a grid would produce, with seeded synthetic
+values and no model, at the grid's full shape (every dataset, model, retriever, condition and
+policy of ``plan.simulate_cells``), so every table, figure and reproduction row can be built
+before a GPU-week is spent (convrag.report.rehearsal). Questions and runs per cell are cut to
+``questions`` x ``runs``; the columns are those ``score.py`` writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from convrag.io import write_parquet
+from convrag.studies.lic_rag.judges import CATEGORIES
+from convrag.studies.lic_rag.plan import MULTI_TURN, simulate_cells
+
+SHARDS = 3  # user turns of a synthetic multi-turn conversation
+
+
+def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int = 2, seed: int = 0) -> dict:
+    from convrag.retrieval import is_closed_book
+
+    lic = config["lic_rag"]
+    rng = np.random.default_rng(seed)
+    cells = list(dict.fromkeys((c["dataset"], c["model"], c["retriever"], c["condition"], c["policy"])
+                               for c in simulate_cells(config)))
+    closed = {r: is_closed_book(config, r) for r in lic["retrievers"]}
+    rk = f"recall@{lic['recall_k']}"
+    convs, turns = [], []
+    for ds, model, ret, cond, pol in cells:
+        for q in range(questions):
+            qid = f"{ds}-q{q:03d}"
+            for run in range(runs):
+                cid = f"{ds}/{model}/{ret}/{cond}_{pol}/{qid}/run{run}"
+                n = SHARDS + (1 if cond == "RECAP" else 0) if cond in MULTI_TURN else 1
+                f1s = rng.uniform(0, 1, n).round(3)
+                recall = np.full(n, np.nan) if closed[ret] else rng.choice([0.0, 0.5, 1.0], n)
+                cum = np.full(n, np.nan) if closed[ret] else np.maximum.accumulate(recall)
+                convs.append({
+                    "conv_id": cid, "dataset": ds, "model": model, "retriever": ret, "condition": cond,
+                    "policy": pol, "qid": qid, "run": run, "hops": 2 + q % 3, "n_turns": n,
+                    "final_f1": float(f1s[-1]), "final_em": float(f1s[-1] > 0.9), "best_f1": float(f1s.max()),
+                    "best_em": float(f1s.max() > 0.9), "answered": True, "n_unanswered_turns": 0,
+                    "judge_correct": float(rng.uniform() < f1s[-1]), "judge_method": "llm", "judge_parsed": True,
+                    "order_kept": float(rng.uniform() < 0.9) if cond in MULTI_TURN else np.nan,
+                    "final_cum_recall": float(cum[-1])})
+                for t in range(n):
+                    turns.append({
+                        "conv_id": cid, "dataset": ds, "model": model, "retriever": ret, "condition": cond,
+                        "policy": pol, "qid": qid, "run": run, "turn": t + 1, "answered": True,
+                        "f1": float(f1s[t]), "em": float(f1s[t] > 0.9), "n_retrieved": 0 if closed[ret] else lic["recall_k"],
+                        "category": CATEGORIES[int(rng.integers(0, 3))], "category_parsed": True,
+                        "retrieval_llm_calls": int(rng.integers(0, 4)), "retrieval_prompt_tokens": int(rng.integers(0, 900)),
+                        "retrieval_completion_tokens": int(rng.integers(0, 90)), "retrieval_parse_failures": 0,
+                        rk: float(recall[t]), "cum_recall": float(cum[t])})
+    paths = {"scores": str(folder / "conversations.parquet"), "turns": str(folder / "turns.parquet")}
+    write_parquet(pd.DataFrame(convs), paths["scores"])
+    write_parquet(pd.DataFrame(turns), paths["turns"])
+    return paths
