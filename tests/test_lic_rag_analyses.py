@@ -309,3 +309,36 @@ def test_table9_pools_cells_per_dataset_on_best_f1():
     assert 0.25 - 1e-9 <= r.ci_low <= r.gap <= r.ci_high <= 0.75 + 1e-9 and bool(r.significant)
     assert t9.loc["all", "covered_pairs"] == 3  # one dataset: "all" equals it
     assert L.complete_coverage_by_dataset(pd.DataFrame(rows).drop(columns="final_cum_recall"), BOOT).empty
+
+
+def test_paper_level_means_pool_datasets_and_llms_with_question_intervals():
+    """The paper reports means over its LLMs and datasets: delivery_conditions and Table 8 get
+    dataset = all rows (and Table 8 model = all / per model, retriever = all: every retriever
+    that retrieves), computed from the per-question values, not from the cells' means."""
+    def frame(ds, model, vals, retriever="bm25"):
+        return _scores(vals, retriever=retriever).assign(dataset=ds, model=model)
+
+    s = pd.concat([
+        frame("d1", "m", {("q1", "FULL", "none"): [1.0, 0.0], ("q1", "SHARDED", "history"): [0.5, 0.5]}),
+        frame("d2", "m", {("q1", "FULL", "none"): [0.5, 0.5], ("q2", "FULL", "none"): [1.0, 1.0],
+                          ("q1", "SHARDED", "history"): [0.0, 0.0]}),
+        frame("d2", "m2", {("q1", "FULL", "none"): [0.0, 0.0]}),
+        frame("d1", "m", {("q1", "FULL", "none"): [0.2, 0.2]}, retriever="closed_book"),
+    ], ignore_index=True)
+    d = L.delivery_summary(s[s.retriever == "bm25"], 200, 0).set_index(["dataset", "condition"])
+    # FULL per question (mean over LLMs and runs): d1/q1 .5; d2/q1 (.5 + 0) / 2 = .25; d2/q2 1 -> mean 7/12
+    assert d.loc[("all", "FULL"), "mean_f1"] == pytest.approx(7 / 12) and d.loc[("all", "FULL"), "n"] == 3
+    assert d.loc[("d2", "FULL"), "mean_f1"] == pytest.approx(0.625)
+    t8 = L.aptitude_unreliability(s, BOOT, {}, ["closed_book"])
+    pooled = t8[t8.dataset == "all"].set_index(["model", "condition"])
+    # unreliability (P90 - P10 over runs) per (LLM, question) with retrieval: m d1/q1 FULL [1, 0] -> .8,
+    # m d2/q1 0, m d2/q2 0, m2 d2/q1 0 -> mean over the four .2; closed book is left out
+    assert pooled.loc[("all", "FULL"), "unreliability"] == pytest.approx(0.2)
+    assert pooled.loc[("m", "FULL"), "unreliability"] == pytest.approx(0.8 / 3)
+    assert pooled.loc[("all", "FULL"), "n_questions"] == 3  # d1/q1, d2/q1, d2/q2
+    lo, hi = pooled.loc[("all", "FULL"), ["unreliability_ci_low", "unreliability_ci_high"]]
+    assert 0.0 <= lo <= 0.2 <= hi <= 0.8 + 1e-9  # all-d1/q1 resamples give .8
+    assert pooled.loc[("all", "SHARDED"), "policy"] == "history" and pooled.loc[("all", "SHARDED"), "unreliability"] == 0
+    # the per-cell rows stay as they were
+    cell = t8[(t8.dataset == "d1") & (t8.retriever == "bm25") & (t8.condition == "FULL")].iloc[0]
+    assert cell.unreliability == pytest.approx(0.8)

@@ -80,6 +80,9 @@ def table2(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.D
 
 
 def delivery_summary(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Mean final F1 per dataset, retriever and condition over the LLMs (and policies and runs),
+    and over all datasets (``dataset = all``: the paper's means over its LLMs and datasets); the
+    interval resamples questions."""
     rows = []
     for (ds, ret, cond), g in scores.groupby(["dataset", "retriever", "condition"], sort=True):
         # one value per question (mean over models, policies and runs): the resampling unit
@@ -87,6 +90,12 @@ def delivery_summary(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 
         ci = bootstrap_ci(per_q, n_resamples=n_resamples, seed=seed)
         rows.append({"dataset": ds, "retriever": ret, "condition": cond, "mean_f1": ci["mean"],
                      "ci_low": ci["ci_low"], "ci_high": ci["ci_high"], "n": ci["n"]})
+    if scores["dataset"].nunique() > 1:
+        for (ret, cond), g in scores.groupby(["retriever", "condition"], sort=True):
+            per_q = g.groupby(["dataset", "qid"])["final_f1"].mean().to_numpy()
+            ci = bootstrap_ci(per_q, n_resamples=n_resamples, seed=seed)
+            rows.append({"dataset": "all", "retriever": ret, "condition": cond, "mean_f1": ci["mean"],
+                         "ci_low": ci["ci_low"], "ci_high": ci["ci_high"], "n": ci["n"]})
     return pd.DataFrame(rows)
 
 
@@ -165,7 +174,11 @@ def recovery(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
 
 # ---- reliability --------------------------------------------------------------------------
 
-def aptitude_unreliability(scores: pd.DataFrame, boot: dict, analysis: dict) -> pd.DataFrame:
+def aptitude_unreliability(scores: pd.DataFrame, boot: dict, analysis: dict, closed_retrievers=None) -> pd.DataFrame:
+    """Aptitude (P90 of F1 over a question's runs) and unreliability (P90 - P10) per cell, and,
+    when ``closed_retrievers`` is given, pooled like the paper's Table 8 and §5.4: per LLM and
+    over all LLMs (``dataset`` and ``retriever`` = all: every retriever that retrieves), with
+    intervals resampling questions."""
     hi, lo = analysis.get("aptitude_percentile", 90), analysis.get("unreliability_low", 10)
     rows = []
     for key, g in scores.groupby(KEYS, sort=True):
@@ -179,7 +192,34 @@ def aptitude_unreliability(scores: pd.DataFrame, boot: dict, analysis: dict) -> 
                      "aptitude": a_ci["mean"], "aptitude_ci_low": a_ci["ci_low"], "aptitude_ci_high": a_ci["ci_high"],
                      "unreliability": u_ci["mean"], "unreliability_ci_low": u_ci["ci_low"],
                      "unreliability_ci_high": u_ci["ci_high"]})
+    if closed_retrievers is not None:
+        rows += _pooled_reliability(scores[~scores.retriever.isin(closed_retrievers)], boot, hi, lo)
     return pd.DataFrame(rows)
+
+
+def _pooled_reliability(scores: pd.DataFrame, boot: dict, hi: float, lo: float) -> list[dict]:
+    from convrag.stats.bootstrap import cluster_bootstrap_ci
+
+    if scores.empty:
+        return []
+    per_q = (scores.groupby([*KEYS, "qid"], sort=True)["final_f1"]
+             .agg(aptitude=lambda v: aptitude(list(v), hi), unreliability=lambda v: unreliability(list(v), hi, lo),
+                  mean_f1="mean").reset_index())
+    per_q["cluster"] = per_q.dataset + "/" + per_q.qid
+    rows = []
+    for by_model in (False, True):
+        keys = ["condition", "policy", *(["model"] if by_model else [])]
+        for key, g in per_q.groupby(keys, sort=True):
+            k = dict(zip(keys, key))
+            row = {"dataset": "all", "model": k.get("model", "all"), "retriever": "all", "condition": k["condition"],
+                   "policy": k["policy"], "n_questions": g.cluster.nunique(), "runs_per_question": np.nan,
+                   "mean_f1": g.mean_f1.mean()}
+            for col in ("aptitude", "unreliability"):
+                ci = cluster_bootstrap_ci(g[col].to_numpy(), g.cluster.tolist(), boot.get("n_resamples", 1000),
+                                          boot.get("seed", 0))
+                row.update({col: ci["mean"], f"{col}_ci_low": ci["ci_low"], f"{col}_ci_high": ci["ci_high"]})
+            rows.append(row)
+    return rows
 
 
 # ---- complete coverage ----------------------------------------------------------------------
