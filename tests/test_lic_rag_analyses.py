@@ -194,8 +194,12 @@ def test_retrieval_cost_per_retrieval_and_per_conversation():
         "conv_id": ["p1", "p1", "p2", "t1", "t1", "b1"], "turn": [1, 2, 1, 1, 2, 1],
         "retrieval_llm_calls": [6, 4, 5, 4, 4, 0], "retrieval_prompt_tokens": [600, 400, 500, 300, 300, 0],
         "retrieval_completion_tokens": [60, 40, 50, 30, 30, 0], "retrieval_parse_failures": [1, 0, 0, 0, 0, 0]})
-    t = L.retrieval_cost(turns, ["pog", "tog2"]).set_index("retriever")
+    out = L.retrieval_cost(turns, ["pog", "tog2"])
+    t = out[out.dataset == "d"].set_index("retriever")
     assert set(t.index) == {"pog", "tog2"}
+    # the pooled rows (dataset, model, policy = all; the paper's §B.2): here the same one cell each
+    pooled = out[out.dataset == "all"].set_index("retriever")
+    assert pooled.loc["pog", "llm_calls_per_conversation"] == pytest.approx(7.5) and pooled.loc["pog", "policy"] == "all"
     assert t.loc["pog", "retrievals"] == 3 and t.loc["pog", "conversations"] == 2
     assert t.loc["pog", "llm_calls_per_retrieval"] == pytest.approx(5.0)  # (6 + 4 + 5) / 3
     assert t.loc["pog", "llm_calls_per_conversation"] == pytest.approx(7.5)  # (10 + 5) / 2

@@ -303,7 +303,7 @@ def _lic_rag_inputs(tmp_path) -> dict:
                                              final_cum_recall=np.nan if closed else float(rng.choice([0.5, 1.0]))))
                             for turn in (1, 2) if cond in ("SHARDED", "RECAP", "SNOWBALL") else (1,):
                                 turns.append({"dataset": ds, "model": model, "retriever": ret, "condition": cond,
-                                              "policy": pol, "conv_id": cid, "turn": turn,
+                                              "policy": pol, "conv_id": cid, "qid": f"q{q}", "turn": turn,
                                               "recall@5": np.nan if closed else 0.5,
                                               "cum_recall": np.nan if closed else 0.5,
                                               "category": "answer_attempt", "retrieval_llm_calls": 2,
@@ -449,12 +449,13 @@ def test_lic_rag_reproduction_target_writes_its_table_and_caption(tmp_path):
     """The real lic_rag target through the shared ``build_target`` (as ``convrag target`` runs it),
     with the paper config's run description and one hand-written figure table: closed-book FULL
     0.230 lies in [0.20, 0.25] (reproduced), SHARDED 0.190 above [0.12, 0.18] (not reproduced),
-    HippoRAG2 FULL has a row per dataset (pooled: not comparable), the other targets are absent."""
+    HippoRAG2 FULL has a row per dataset but none over all datasets (not comparable), the other
+    targets are absent."""
     from convrag.report.targets import build_target
 
     figures = tmp_path / "results" / "lic_rag" / "figures"
     figures.mkdir(parents=True)
-    pd.DataFrame({"dataset": ["hotpotqa", "hotpotqa", "hotpotqa", "musique_4hop"],
+    pd.DataFrame({"dataset": ["all", "all", "hotpotqa", "musique_4hop"],
                   "retriever": ["closed_book", "closed_book", "hipporag2", "hipporag2"],
                   "condition": ["FULL", "SHARDED", "FULL", "FULL"], "mean_f1": [0.22, 0.15, 0.5, 0.4],
                   "ci_low": [0.20, 0.12, 0.45, 0.35], "ci_high": [0.25, 0.18, 0.55, 0.45], "n": [150, 150, 150, 150]}
@@ -469,7 +470,7 @@ def test_lic_rag_reproduction_target_writes_its_table_and_caption(tmp_path):
     assert df.loc["closed_book_f1.SHARDED", "verdict"] == NOT_REPRODUCED
     assert df.loc["closed_book_f1.SHARDED", "reason"] == "0.19 lies above our 95% interval [0.12, 0.18] (ours: 0.15)"
     pooled = df.loc["hipporag2_full.points", "reason"]
-    assert pooled.startswith("2 rows of delivery_conditions have retriever=hipporag2")
+    assert pooled == "no row of delivery_conditions has dataset=all, retriever=hipporag2, condition=FULL in this grid"
     assert df.loc["formulation_loss.bm25", "reason"] == "target decomposition is not built by this grid"
     assert (df["verdict"] == NOT_COMPARABLE).sum() == len(df) - 2
     md = (tmp_path / "reproduction.md").read_text()

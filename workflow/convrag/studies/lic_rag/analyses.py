@@ -127,7 +127,50 @@ def decomposition(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
                 "delivery_share": (deliv["mean_diff"] / total["mean_diff"]
                                    if abs(total["mean_diff"]) > 1e-12 else np.nan),
             })
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows + _pooled_decomposition(scores, boot))
+
+
+def _pair_means(scores: pd.DataFrame, cond: str, policies=None) -> pd.Series:
+    """Mean final F1 over runs (and the given SHARDED policies) per (dataset, model, qid)."""
+    x = scores[scores.condition == cond]
+    if policies is not None:
+        x = x[x.policy.isin(policies)]
+    return x.groupby(["dataset", "model", "qid"])["final_f1"].mean()
+
+
+def _clustered(a, b, idx, boot: dict) -> dict:
+    """Paired means of two aligned series over ``idx`` ((dataset, model, qid) pairs), the interval
+    resampling questions (a question's pairs across LLMs are not independent)."""
+    from convrag.stats.bootstrap import paired_cluster_bootstrap
+
+    clusters = [f"{d}/{q}" for d, q in zip(idx.get_level_values("dataset"), idx.get_level_values("qid"))]
+    return paired_cluster_bootstrap(a[idx].to_numpy(), b[idx].to_numpy(), clusters,
+                                    n_resamples=boot.get("n_resamples", 1000), seed=boot.get("seed", 0))
+
+
+def _pooled_decomposition(scores: pd.DataFrame, boot: dict) -> list[dict]:
+    """The decomposition over all datasets and LLMs per retriever and SHARDED policy (and both
+    policies pooled, ``policy = all``, where the paper does not say which): the paper's §5.3."""
+    rows = []
+    for ret, g in scores.groupby("retriever", sort=True):
+        full, concat = _pair_means(g, "FULL"), _pair_means(g, "CONCAT")
+        policies = sorted(g[g.condition == "SHARDED"].policy.unique())
+        for policy in [*policies, *(["all"] if len(policies) > 1 else [])]:
+            sh = _pair_means(g, "SHARDED", policies if policy == "all" else [policy])
+            idx = full.index.intersection(concat.index).intersection(sh.index)
+            if idx.empty:
+                continue
+            form, deliv, total = (_clustered(a, b, idx, boot) for a, b in ((full, concat), (concat, sh), (full, sh)))
+            rows.append({
+                "dataset": "all", "model": "all", "retriever": ret, "policy": policy, "n_questions": form["n_clusters"],
+                "f1_full": form["mean_a"], "f1_concat": form["mean_b"], "f1_sharded": deliv["mean_b"],
+                "formulation_loss": form["mean_diff"], "formulation_ci_low": form["ci_low"],
+                "formulation_ci_high": form["ci_high"], "delivery_loss": deliv["mean_diff"],
+                "delivery_ci_low": deliv["ci_low"], "delivery_ci_high": deliv["ci_high"],
+                "total_gap": total["mean_diff"], "total_ci_low": total["ci_low"], "total_ci_high": total["ci_high"],
+                "delivery_share": (deliv["mean_diff"] / total["mean_diff"]
+                                   if abs(total["mean_diff"]) > 1e-12 else np.nan)})
+    return rows
 
 
 def recovery_share(full: float, sharded: float, recovered: float, eps: float = 1e-9) -> float:
@@ -376,9 +419,13 @@ def judge_gap_correlation(scores: pd.DataFrame, boot: dict | None = None) -> tup
 
 # ---- categories, dependency order ---------------------------------------------------------------
 
-def response_categories(turns: pd.DataFrame) -> pd.DataFrame:
+def response_categories(turns: pd.DataFrame, closed_retrievers=None, boot: dict | None = None) -> pd.DataFrame:
     """Share of assistant turns per category, per (retriever, condition, policy); turns the
-    classifier could not label are the ``unlabelled`` share."""
+    classifier could not label are the ``unlabelled`` share. With ``closed_retrievers``: also
+    the retrieval-based turns pooled (``retriever = all``, the paper's §A.2), each share with a
+    95% interval resampling questions."""
+    from convrag.stats.bootstrap import cluster_bootstrap_ci
+
     t = turns.copy()
     t["category"] = t["category"].fillna("unlabelled")
     rows = []
@@ -386,6 +433,17 @@ def response_categories(turns: pd.DataFrame) -> pd.DataFrame:
         counts = g["category"].value_counts()
         rows.append({**dict(zip(["retriever", "condition", "policy"], key)), "turns": len(g),
                      **{c: counts.get(c, 0) / len(g) for c in (*CATEGORIES, "unlabelled")}})
+    if closed_retrievers is not None and "qid" in t:
+        boot = boot or {"n_resamples": 1000, "seed": 0}
+        open_t = t[~t.retriever.isin(closed_retrievers)]
+        for (cond, pol), g in open_t.groupby(["condition", "policy"], sort=True):
+            clusters = (g.dataset + "/" + g.qid).tolist()
+            row = {"retriever": "all", "condition": cond, "policy": pol, "turns": len(g)}
+            for c in (*CATEGORIES, "unlabelled"):
+                ci = cluster_bootstrap_ci((g.category == c).to_numpy(float), clusters, boot.get("n_resamples", 1000),
+                                          boot.get("seed", 0))
+                row.update({c: ci["mean"], f"{c}_ci_low": ci["ci_low"], f"{c}_ci_high": ci["ci_high"]})
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -420,7 +478,14 @@ def information_preservation(scores: pd.DataFrame, closed_retrievers: list[str],
     return pd.DataFrame(rows)
 
 
+def _retention(full, concat) -> float:
+    """Closed-book CONCAT / FULL F1: a ratio of means (NaN without FULL F1)."""
+    return float(concat.mean() / full.mean()) if full.mean() > 0 else np.nan
+
+
 def closed_book_retention(scores: pd.DataFrame, closed_retrievers: list[str]) -> pd.DataFrame:
+    """Closed-book CONCAT / FULL F1 per dataset and LLM, and over all datasets per LLM (a ratio of
+    means with a 95% interval resampling questions)."""
     rows = []
     for (ds, model), g in _closed(scores, closed_retrievers).groupby(["dataset", "model"], sort=True):
         full, concat = (_per_question(g[g.condition == c], "final_f1") for c in ("FULL", "CONCAT"))
@@ -430,6 +495,21 @@ def closed_book_retention(scores: pd.DataFrame, closed_retrievers: list[str]) ->
         f, c = full[common].mean(), concat[common].mean()
         rows.append({"dataset": ds, "model": model, "n_questions": len(common), "f1_full_closed": f,
                      "f1_concat_closed": c, "retention": c / f if f > 0 else np.nan})
+    closed = _closed(scores, closed_retrievers)
+    if closed["dataset"].nunique() > 1:  # over all datasets, per LLM: a ratio of means, CI resampling questions
+        from convrag.stats.bootstrap import bootstrap_statistic
+
+        for model, g in closed.groupby("model", sort=True):
+            full, concat = _pair_means(g, "FULL"), _pair_means(g, "CONCAT")
+            idx = full.index.intersection(concat.index)
+            if idx.empty:
+                continue
+            f, c = full[idx].to_numpy(), concat[idx].to_numpy()
+            b = bootstrap_statistic([f, c], _retention, n_resamples=1000, seed=0,
+                                    clusters=[f"{d}/{q}" for d, _, q in idx])
+            rows.append({"dataset": "all", "model": model, "n_questions": len(idx), "f1_full_closed": f.mean(),
+                         "f1_concat_closed": c.mean(), "retention": _retention(f, c), "retention_ci_low": b["ci_low"],
+                         "retention_ci_high": b["ci_high"]})
     return pd.DataFrame(rows)
 
 
@@ -443,6 +523,39 @@ def recall_by_turn(turns: pd.DataFrame) -> pd.DataFrame:
     return (t.groupby(["dataset", "retriever", "condition", "policy", "turn"], sort=True)
             .agg(n=("conv_id", "size"), recall=(rcol, "mean"), cum_recall=("cum_recall", "mean"))
             .reset_index().rename(columns={"recall": rcol}))
+
+
+def recall_summary(scores: pd.DataFrame, closed_retrievers: list[str], boot: dict) -> pd.DataFrame:
+    """Recall@k of the supporting passages by each conversation's last turn (cumulative over its
+    turns; for one-turn FULL and CONCAT, that turn's Recall@k): per dataset, retriever, condition
+    and policy, and as the paper's §5.4 pools it, over all datasets and LLMs per retriever and over
+    every retriever that retrieves (``retriever = all``); SHARDED also with both policies pooled
+    (``policy = all``). Intervals resample questions."""
+    from convrag.stats.bootstrap import cluster_bootstrap_ci
+
+    s = scores[~scores.retriever.isin(closed_retrievers)].dropna(subset=["final_cum_recall"])
+    if s.empty:
+        return pd.DataFrame()
+    s = s.assign(cluster=s.dataset + "/" + s.qid)
+    n, seed = boot.get("n_resamples", 1000), boot.get("seed", 0)
+    rows = []
+
+    def add(g, **key):
+        per_q = g.groupby(["model", "retriever", "policy", "cluster"])["final_cum_recall"].mean().reset_index()
+        ci = cluster_bootstrap_ci(per_q.final_cum_recall.to_numpy(), per_q.cluster.tolist(), n, seed)
+        rows.append({**key, "questions": ci["n_clusters"], "conversations": len(g), "recall": ci["mean"],
+                     "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]})
+
+    for (ds, ret, cond, pol), g in s.groupby(["dataset", "retriever", "condition", "policy"], sort=True):
+        add(g, dataset=ds, retriever=ret, condition=cond, policy=pol)
+    for ret in [*sorted(s.retriever.unique()), "all"]:
+        r = s if ret == "all" else s[s.retriever == ret]
+        for (cond, pol), g in r.groupby(["condition", "policy"], sort=True):
+            add(g, dataset="all", retriever=ret, condition=cond, policy=pol)
+        sh = r[r.condition == "SHARDED"]
+        if sh.policy.nunique() > 1:
+            add(sh, dataset="all", retriever=ret, condition="SHARDED", policy="all")
+    return pd.DataFrame(rows)
 
 
 # ---- retrieval cost (appendix: PoG vs ToG-2) -------------------------------------------------------
@@ -463,7 +576,16 @@ def retrieval_cost(turns: pd.DataFrame, retrievers: list[str]) -> pd.DataFrame:
     out.insert(0, "retrievals", t.groupby(keys).size())
     out.insert(1, "conversations", t.groupby(keys)["conv_id"].nunique())
     out["parse_failures"] = t.groupby(keys)["retrieval_parse_failures"].sum()
-    return out.reset_index()
+    # over all datasets, LLMs and policies (the paper's §B.2 figures): dataset, model, policy = all
+    pk = ["retriever", "condition"]
+    pooled = t.groupby(pk)[cols].mean().rename(columns=lambda c: c.replace("retrieval_", "") + "_per_retrieval")
+    pooled = pooled.join(t.groupby(pk + ["conv_id"])[cols].sum().groupby(pk).mean()
+                         .rename(columns=lambda c: c.replace("retrieval_", "") + "_per_conversation"))
+    pooled.insert(0, "retrievals", t.groupby(pk).size())
+    pooled.insert(1, "conversations", t.groupby(pk)["conv_id"].nunique())
+    pooled["parse_failures"] = t.groupby(pk)["retrieval_parse_failures"].sum()
+    pooled = pooled.reset_index().assign(dataset="all", model="all", policy="all")
+    return pd.concat([out.reset_index(), pooled[out.reset_index().columns]], ignore_index=True)
 
 
 
@@ -534,7 +656,18 @@ def full_vs_sharded_of(scores: pd.DataFrame, retrievers: list[str], boot: dict) 
         models=("model", "size"), f1_full=("f1_full", "mean"), f1_sharded=("f1_sharded", "mean"),
         gap=("gap", "mean")).reset_index()
     g["rel_change"] = (g.f1_sharded - g.f1_full) / g.f1_full.where(g.f1_full > 0)
-    return g
+    rows = []
+    s = scores[scores.retriever.isin(retrievers)]
+    for (ret, policy), sh in s[s.condition == "SHARDED"].groupby(["retriever", "policy"], sort=True):
+        full, shq = _pair_means(s[s.retriever == ret], "FULL"), _pair_means(sh, "SHARDED")
+        idx = full.index.intersection(shq.index)
+        if len(idx) and idx.get_level_values("dataset").nunique() > 1:  # over all datasets and LLMs
+            r = _clustered(full, shq, idx, boot)
+            rows.append({"dataset": "all", "retriever": ret, "policy": policy,
+                         "models": idx.get_level_values("model").nunique(), "f1_full": r["mean_a"],
+                         "f1_sharded": r["mean_b"], "gap": r["mean_diff"], "rel_change": r["rel_change"],
+                         "gap_ci_low": r["ci_low"], "gap_ci_high": r["ci_high"]})
+    return pd.concat([g, pd.DataFrame(rows)], ignore_index=True) if rows else g
 
 
 def ceiling_and_floor(scores: pd.DataFrame, boot: dict, analysis: dict, closed_retrievers: list[str],
