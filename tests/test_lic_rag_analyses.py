@@ -346,3 +346,24 @@ def test_paper_level_means_pool_datasets_and_llms_with_question_intervals():
     # the per-cell rows stay as they were
     cell = t8[(t8.dataset == "d1") & (t8.retriever == "bm25") & (t8.condition == "FULL")].iloc[0]
     assert cell.unreliability == pytest.approx(0.8)
+
+
+def test_table2_pools_the_papers_gaps():
+    """§5.1/§5.2 give FULL-SHARDED gaps pooled over LLMs, datasets and retrievers: per retriever,
+    per LLM over the retrievers that retrieve, and over all of them."""
+    def frame(model, ret, full, sh):
+        return _scores({("q1", "FULL", "none"): [full], ("q1", "SHARDED", "history" if ret != "closed_book" else "none"): [sh]},
+                       retriever=ret).assign(model=model)
+
+    s = pd.concat([frame("m", "bm25", 0.8, 0.4), frame("m2", "bm25", 0.6, 0.6), frame("m", "dense", 1.0, 0.5),
+                   frame("m", "closed_book", 0.3, 0.2)], ignore_index=True)
+    t = L.table2(s, 200, 0, closed_retrievers=["closed_book"])
+    pooled = t[t.dataset == "all"].set_index(["model", "retriever", "policy"])
+    # over every retrieving (LLM, retriever) pair: gaps .4, 0, .5 -> mean .3; FULL mean .8, SHARDED .5
+    r = pooled.loc[("all", "all", "history")]
+    assert r.gap == pytest.approx(0.3) and r.f1_full == pytest.approx(0.8) and r.rel_change == pytest.approx(-0.375)
+    assert pooled.loc[("all", "bm25", "history"), "gap"] == pytest.approx(0.2)
+    assert pooled.loc[("m", "all", "history"), "gap"] == pytest.approx(0.45)  # bm25 .4, dense .5
+    assert pooled.loc[("all", "closed_book", "none"), "rel_change"] == pytest.approx(-1 / 3)
+    assert ("m", "closed_book", "none") not in pooled.index  # per-LLM rows pool retrieving retrievers only
+    assert len(t[t.dataset != "all"]) == 4  # the per-cell rows stay

@@ -59,7 +59,11 @@ def _paired(a: pd.Series, b: pd.Series, boot: dict) -> dict | None:
 
 # ---- Table 2 and the delivery figure -------------------------------------------------------
 
-def table2(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+def table2(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, closed_retrievers=None) -> pd.DataFrame:
+    """FULL against SHARDED final F1 per (dataset, LLM, retriever, SHARDED policy) with the paired
+    bootstrap CI of the gap; with ``closed_retrievers``, also the paper's pooled gaps (§5.1,
+    §5.2), over all datasets and LLMs: per retriever, per LLM over every retriever that
+    retrieves, and over all of them (``all``); CIs resample questions."""
     rows = []
     boot = {"n_resamples": n_resamples, "seed": seed}
     for (ds, model, ret), g in scores.groupby(CELL, sort=True):
@@ -76,7 +80,29 @@ def table2(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.D
                 "f1_full": res["mean_a"], "f1_sharded": res["mean_b"], "rel_change": res["rel_change"],
                 "gap": res["mean_diff"], "gap_ci_low": res["ci_low"], "gap_ci_high": res["ci_high"],
             })
+    if closed_retrievers is not None:
+        rows += _pooled_gaps(scores, boot, closed_retrievers)
     return pd.DataFrame(rows)
+
+
+def _pooled_gaps(scores: pd.DataFrame, boot: dict, closed_retrievers) -> list[dict]:
+    rows = []
+    retrieving = scores[~scores.retriever.isin(closed_retrievers)]
+    groups = [({"model": "all", "retriever": r}, scores[scores.retriever == r]) for r in sorted(scores.retriever.unique())]
+    groups += [({"model": "all", "retriever": "all"}, retrieving)]
+    groups += [({"model": m, "retriever": "all"}, retrieving[retrieving.model == m]) for m in sorted(retrieving.model.unique())]
+    for key, g in groups:
+        full = g[g.condition == "FULL"].groupby(["dataset", "model", "retriever", "qid"])["final_f1"].mean()
+        for policy, sh in g[g.condition == "SHARDED"].groupby("policy", sort=True):
+            shq = sh.groupby(["dataset", "model", "retriever", "qid"])["final_f1"].mean()
+            idx = full.index.intersection(shq.index)
+            if idx.empty:
+                continue
+            r = _clustered(full, shq, idx, boot)
+            rows.append({"dataset": "all", **key, "policy": policy, "n_questions": r["n_clusters"],
+                         "f1_full": r["mean_a"], "f1_sharded": r["mean_b"], "rel_change": r["rel_change"],
+                         "gap": r["mean_diff"], "gap_ci_low": r["ci_low"], "gap_ci_high": r["ci_high"]})
+    return rows
 
 
 def delivery_summary(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
@@ -139,8 +165,8 @@ def _pair_means(scores: pd.DataFrame, cond: str, policies=None) -> pd.Series:
 
 
 def _clustered(a, b, idx, boot: dict) -> dict:
-    """Paired means of two aligned series over ``idx`` ((dataset, model, qid) pairs), the interval
-    resampling questions (a question's pairs across LLMs are not independent)."""
+    """Paired means of two aligned series over ``idx`` ((dataset, model[, retriever], qid) pairs),
+    the interval resampling questions (a question's pairs across LLMs are not independent)."""
     from convrag.stats.bootstrap import paired_cluster_bootstrap
 
     clusters = [f"{d}/{q}" for d, q in zip(idx.get_level_values("dataset"), idx.get_level_values("qid"))]

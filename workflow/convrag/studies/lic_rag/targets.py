@@ -150,7 +150,7 @@ def _t(name, kind, fn, plot=None):
 
 TARGETS = {t.name: t for t in [
     Target("datasets", "table", _datasets, inputs=("questions", "shards", "corpora")),
-    _t("table2_full_vs_sharded", "table", lambda s, t, c: A.table2(s, *_boot(c))),
+    _t("table2_full_vs_sharded", "table", lambda s, t, c: A.table2(s, *_boot(c), closed_retrievers=c["closed_retrievers"])),
     _t("decomposition", "table", lambda s, t, c: A.decomposition(s, c["boot"])),
     _t("recovery", "table", lambda s, t, c: A.recovery(s, c["boot"])),
     _t("table8_aptitude_unreliability", "table",
