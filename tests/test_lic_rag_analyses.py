@@ -275,6 +275,11 @@ def test_ceiling_and_floor_with_and_without_retrieval_figure_8():
     assert f8.loc[("with retrieval", "SHARDED"), "floor"] == pytest.approx(0.28)
     assert f8.loc[("closed book", "FULL"), "floor"] == pytest.approx(0.28)
     assert f8.loc[("closed book", "SHARDED"), "ceiling"] == 0.0
+    # the falls FULL -> SHARDED (§B.3): ceiling 1.0 - 0.92, floor 1.0 - 0.28; closed book 0.92 - 0, 0.28 - 0
+    assert f8.loc[("with retrieval", "SHARDED"), "ceiling_fall"] == pytest.approx(0.08)
+    assert f8.loc[("with retrieval", "SHARDED"), "floor_fall"] == pytest.approx(0.72)
+    assert f8.loc[("closed book", "SHARDED"), "floor_fall"] == pytest.approx(0.28)
+    assert f8.loc[("with retrieval", "SHARDED"), "floor_fall_ci_low"] == pytest.approx(0.72)  # one question
 
 
 def test_coverage_decline_by_model_figure_9():

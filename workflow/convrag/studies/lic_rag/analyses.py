@@ -700,18 +700,45 @@ def ceiling_and_floor(scores: pd.DataFrame, boot: dict, analysis: dict, closed_r
                       policy: str = "history") -> pd.DataFrame:
     """The paper's Figure 8 (§B.3): aptitude (the ceiling, P90 of F1 over runs) and the floor
     (P10), FULL against SHARDED under one policy (the paper's: HISTORY; closed book has only
-    ``none``), with retrieval (every open retriever) and without (closed book), averaged over
-    the cells of each group; floor = aptitude - unreliability per question."""
+    ``none``), with retrieval (every open retriever) and without (closed book), per dataset and
+    over all datasets (``all``), averaged over the (LLM, retriever, question) units of each group;
+    floor = aptitude - unreliability per question. The SHARDED rows carry the falls FULL ->
+    SHARDED of the ceiling and the floor, paired per unit, with 95% intervals resampling questions."""
+    from convrag.stats.bootstrap import paired_cluster_bootstrap
+
+    hi, lo = analysis.get("aptitude_percentile", 90), analysis.get("unreliability_low", 10)
     s = scores[(scores.condition == "FULL") | ((scores.condition == "SHARDED") & scores.policy.isin([policy, "none"]))]
-    au = aptitude_unreliability(s, boot, analysis)
-    if au.empty:
-        return au
-    au = au.assign(floor=au.aptitude - au.unreliability,
-                   retrieval=np.where(au.retriever.isin(closed_retrievers), "closed book", "with retrieval"))
-    out = (au.groupby(["dataset", "retrieval", "condition"], sort=True)
-           .agg(cells=("model", "size"), ceiling=("aptitude", "mean"), floor=("floor", "mean"),
-                unreliability=("unreliability", "mean")).reset_index())
-    return out.assign(policy=np.where(out.condition == "SHARDED", policy, "none"))
+    if s.empty:
+        return pd.DataFrame()
+    unit = ["dataset", "model", "retriever", "qid"]
+    per_q = (s.groupby(["condition", *unit], sort=True)["final_f1"]
+             .agg(ceiling=lambda v: aptitude(list(v), hi), unreliability=lambda v: unreliability(list(v), hi, lo))
+             .reset_index())
+    per_q["floor"] = per_q.ceiling - per_q.unreliability
+    per_q["retrieval"] = np.where(per_q.retriever.isin(closed_retrievers), "closed book", "with retrieval")
+    rows = []
+    datasets = sorted(per_q.dataset.unique())
+    for ds in [*datasets, *(["all"] if len(datasets) > 1 else [])]:
+        d = per_q if ds == "all" else per_q[per_q.dataset == ds]
+        for retrieval, g in d.groupby("retrieval", sort=True):
+            full = g[g.condition == "FULL"].set_index(unit)
+            for cond, c in g.groupby("condition", sort=True):
+                row = {"dataset": ds, "retrieval": retrieval, "condition": cond,
+                       "policy": policy if cond == "SHARDED" else "none",
+                       "cells": c[["model", "retriever"]].drop_duplicates().shape[0], "ceiling": c.ceiling.mean(),
+                       "floor": c.floor.mean(), "unreliability": c.unreliability.mean()}
+                if cond == "SHARDED":
+                    sh = c.set_index(unit)
+                    idx = full.index.intersection(sh.index)
+                    clusters = [f"{a}/{q}" for a, q in zip(idx.get_level_values("dataset"), idx.get_level_values("qid"))]
+                    for m in ("ceiling", "floor"):
+                        if len(idx):
+                            r = paired_cluster_bootstrap(full.loc[idx, m].to_numpy(), sh.loc[idx, m].to_numpy(), clusters,
+                                                         n_resamples=boot.get("n_resamples", 1000), seed=boot.get("seed", 0))
+                            row.update({f"{m}_fall": r["mean_diff"], f"{m}_fall_ci_low": r["ci_low"],
+                                        f"{m}_fall_ci_high": r["ci_high"]})
+                rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def coverage_decline_by_model(scores: pd.DataFrame, boot: dict, metric: str = "best_f1") -> pd.DataFrame:
