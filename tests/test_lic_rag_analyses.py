@@ -150,7 +150,8 @@ def test_dependency_order_share():
     s = _scores({("q1", "SHARDED", "history"): [0.0, 0.0, 0.0, 0.0], ("q1", "FULL", "none"): [1.0]},
                 {("q1", "SHARDED", "history", i): {"order_kept": v} for i, v in enumerate([1.0, 1.0, 0.0, 1.0])})
     d = L.dependency_order(s)
-    assert len(d) == 1 and d.iloc[0].order_kept_share == 0.75 and d.iloc[0].conversations == 4
+    assert len(d) == 2 and d.iloc[0].order_kept_share == 0.75 and d.iloc[0].conversations == 4
+    assert d.iloc[1].dataset == "all" and d.iloc[1].order_kept_share == 0.75  # the pooled row (§A.2)
 
 
 def test_order_kept_from_turns():
@@ -348,6 +349,11 @@ def test_paper_level_means_pool_datasets_and_llms_with_question_intervals():
     lo, hi = pooled.loc[("all", "FULL"), ["unreliability_ci_low", "unreliability_ci_high"]]
     assert 0.0 <= lo <= 0.2 <= hi <= 0.8 + 1e-9  # all-d1/q1 resamples give .8
     assert pooled.loc[("all", "SHARDED"), "policy"] == "history" and pooled.loc[("all", "SHARDED"), "unreliability"] == 0
+    # the changes FULL -> SHARDED (HISTORY) over the units that have both: m d1/q1 (runs [1, 0]: P90 .9, P10 .1;
+    # SHARDED [.5, .5]) and m d2/q1 ([.5, .5] -> [0, 0]): rise (-.8 + 0) / 2 = -.4; aptitude (-.4 - .5) / 2 = -.45
+    sh = pooled.loc[("all", "SHARDED")]
+    assert sh.unreliability_rise == pytest.approx(-0.4) and sh.aptitude_change == pytest.approx(-0.45)
+    assert sh.unreliability_relative_rise == pytest.approx(-1.0)  # mean 0 against mean .4
     # the per-cell rows stay as they were
     cell = t8[(t8.dataset == "d1") & (t8.retriever == "bm25") & (t8.condition == "FULL")].iloc[0]
     assert cell.unreliability == pytest.approx(0.8)

@@ -20,7 +20,7 @@ def lic_rag_rehearsal(tmp_path_factory):
     cfg = load_config(REPO_ROOT / "config" / "studies" / "lic_rag.yaml")
     study = get_study("lic_rag")
     out = tmp_path_factory.mktemp("rehearsal")
-    return cfg, study, out, rehearse(study, cfg, out, questions=2, runs=2, n_resamples=50)
+    return cfg, study, out, rehearse(study, cfg, out, questions=2, runs=2, n_resamples=20)
 
 
 def test_the_lic_rag_paper_grid_rehearses_at_full_shape(lic_rag_rehearsal):
@@ -46,7 +46,7 @@ def test_the_plan_names_a_cell_for_every_resolved_number(lic_rag_rehearsal):
     assert len(df) == len(load_published(published_path("lic_rag"), "lic_rag").entries) == 85
     repro = pd.read_csv(tables["reproduction"]).set_index("id")
     resolved = df[df.status == RESOLVED]
-    assert len(resolved) >= 15
+    assert len(resolved) >= 68
     for r in resolved.itertuples():  # the rehearsed reproduction table has a value for each of them
         assert math.isfinite(repro.loc[r.id, "ours"]), r.id
         assert r.target and r.column

@@ -300,6 +300,7 @@ def _lic_rag_inputs(tmp_path) -> dict:
                             rows.append(dict(dataset=ds, model=model, retriever=ret, condition=cond, policy=pol,
                                              qid=f"q{q}", run=run, conv_id=cid, final_f1=f1, best_f1=min(1.0, f1 + 0.1),
                                              judge_correct=float(rng.uniform(0, 1) < f1),
+                                             order_kept=float(q % 2) if cond in ("SHARDED", "RECAP", "SNOWBALL") else np.nan,
                                              final_cum_recall=np.nan if closed else float(rng.choice([0.5, 1.0]))))
                             for turn in (1, 2) if cond in ("SHARDED", "RECAP", "SNOWBALL") else (1,):
                                 turns.append({"dataset": ds, "model": model, "retriever": ret, "condition": cond,

@@ -287,8 +287,36 @@ def _pooled_reliability(scores: pd.DataFrame, boot: dict, hi: float, lo: float) 
                 ci = cluster_bootstrap_ci(g[col].to_numpy(), g.cluster.tolist(), boot.get("n_resamples", 1000),
                                           boot.get("seed", 0))
                 row.update({col: ci["mean"], f"{col}_ci_low": ci["ci_low"], f"{col}_ci_high": ci["ci_high"]})
+            if k["condition"] == "SHARDED":  # the changes FULL -> SHARDED, paired per (LLM, retriever, question)
+                full = per_q[(per_q.condition == "FULL") & ((per_q.model == k["model"]) if by_model else True)]
+                row.update(_reliability_change(full, g, boot))
             rows.append(row)
     return rows
+
+
+def _reliability_change(full: pd.DataFrame, sharded: pd.DataFrame, boot: dict) -> dict:
+    """SHARDED - FULL aptitude and unreliability over paired units, and the relative rise of
+    unreliability (mean SHARDED / mean FULL - 1), with question-clustered 95% intervals."""
+    from convrag.stats.bootstrap import bootstrap_statistic, paired_cluster_bootstrap
+
+    unit = ["dataset", "model", "retriever", "qid"]
+    m = sharded.merge(full, on=unit, suffixes=("", "_full"))
+    if m.empty:
+        return {}
+    n, seed, clusters = boot.get("n_resamples", 1000), boot.get("seed", 0), m.cluster.tolist()
+    out = {}
+    for col, name in (("aptitude", "aptitude_change"), ("unreliability", "unreliability_rise")):
+        r = paired_cluster_bootstrap(m[col].to_numpy(), m[f"{col}_full"].to_numpy(), clusters, n_resamples=n, seed=seed)
+        out.update({name: r["mean_diff"], f"{name}_ci_low": r["ci_low"], f"{name}_ci_high": r["ci_high"]})
+
+    def rel(sh, fu):
+        return sh.mean() / fu.mean() - 1 if fu.mean() > 0 else np.nan
+
+    b = bootstrap_statistic([m.unreliability.to_numpy(), m.unreliability_full.to_numpy()], rel, n_resamples=n,
+                            seed=seed, clusters=clusters)
+    out.update(unreliability_relative_rise=rel(m.unreliability, m.unreliability_full),
+               unreliability_relative_rise_ci_low=b["ci_low"], unreliability_relative_rise_ci_high=b["ci_high"])
+    return out
 
 
 # ---- complete coverage ----------------------------------------------------------------------
@@ -474,11 +502,16 @@ def response_categories(turns: pd.DataFrame, closed_retrievers=None, boot: dict 
 
 
 def dependency_order(scores: pd.DataFrame) -> pd.DataFrame:
+    """Share of multi-turn conversations whose shards were revealed in dependency order, per cell
+    and over every multi-turn conversation of the grid (all keys ``all``, the paper's §A.2)."""
     mt = scores[scores.condition.isin(MULTI_TURN)]
     if mt.empty:
         return pd.DataFrame()
-    return (mt.groupby(["dataset", "model", "retriever", "condition", "policy"], sort=True)
-            .agg(conversations=("conv_id", "size"), order_kept_share=("order_kept", "mean")).reset_index())
+    keys = ["dataset", "model", "retriever", "condition", "policy"]
+    out = (mt.groupby(keys, sort=True)
+           .agg(conversations=("conv_id", "size"), order_kept_share=("order_kept", "mean")).reset_index())
+    pooled = {**{k: "all" for k in keys}, "conversations": len(mt), "order_kept_share": mt.order_kept.mean()}
+    return pd.concat([out, pd.DataFrame([pooled])], ignore_index=True)
 
 
 # ---- information preservation ------------------------------------------------------------------
