@@ -199,8 +199,11 @@ def test_retrieval_cost_per_retrieval_and_per_conversation():
     t = out[out.dataset == "d"].set_index("retriever")
     assert set(t.index) == {"pog", "tog2"}
     # the pooled rows (dataset, model, policy = all; the paper's §B.2): here the same one cell each
-    pooled = out[out.dataset == "all"].set_index("retriever")
+    pooled = out[(out.dataset == "all") & (out.condition == "SHARDED")].set_index("retriever")
     assert pooled.loc["pog", "llm_calls_per_conversation"] == pytest.approx(7.5) and pooled.loc["pog", "policy"] == "all"
+    # PoG's tokens per conversation against ToG-2's (§B.2): (1100 + 550) / 2 = 825 against 330 + 330 = 660
+    every = out[(out.dataset == "all") & (out.condition == "all")].set_index("retriever")
+    assert every.loc["pog", "tokens_vs_tog2"] == pytest.approx(825 / 660) and every.loc["tog2", "tokens_vs_tog2"] == 1.0
     assert t.loc["pog", "retrievals"] == 3 and t.loc["pog", "conversations"] == 2
     assert t.loc["pog", "llm_calls_per_retrieval"] == pytest.approx(5.0)  # (6 + 4 + 5) / 3
     assert t.loc["pog", "llm_calls_per_conversation"] == pytest.approx(7.5)  # (10 + 5) / 2

@@ -494,3 +494,29 @@ def test_row_selectors_match_csv_types(tmp_path):
     assert got == {"ours": 0.8, "low": None, "high": None}
     got, _ = lookup(Ours("f3", "value", {"rung": None}, scale=100), tables)
     assert got["ours"] == pytest.approx(90.0)
+
+
+def test_a_range_over_named_rows_and_an_unavailable_entry(tmp_path):
+    """A paper's range over named retrievers (min / max) or mean over named models reads every
+    named row; a name without its row says so. An entry no run can give says 'unavailable'."""
+    from convrag.report.reproduction import Ours, _entry, lookup
+
+    path = tmp_path / "f5.csv"
+    pd.DataFrame({"dataset": "all", "retriever": ["hipporag", "lightrag", "tog2", "bm25"],
+                  "recovery": [0.9, 1.2, 1.0, 0.1]}).to_csv(path, index=False)
+    tables = {"f5": str(path)}
+    three = {"dataset": "all", "retriever": ["hipporag", "lightrag", "tog2"]}
+    assert lookup(Ours("f5", "recovery", three, agg="min"), tables)[0]["ours"] == pytest.approx(0.9)
+    assert lookup(Ours("f5", "recovery", three, agg="max"), tables)[0]["ours"] == pytest.approx(1.2)
+    assert lookup(Ours("f5", "recovery", three, agg="mean", scale=100), tables)[0]["ours"] == pytest.approx(310 / 3)
+    found, why = lookup(Ours("f5", "recovery", {"retriever": ["hipporag", "pog"]}, agg="max"), tables)
+    assert found is None and why == "f5: the max over retriever hipporag, pog has no row for pog in this grid"
+    base = {"id": "x", "source": "§B.1", "what": "w", "value": 1.0, "scale": "ratio", "kind": "estimate"}
+    with pytest.raises(DataError, match="a list needs ours.agg"):
+        _entry({**base, "ours": {"target": "f5", "value": "recovery", "where": {"retriever": ["a", "b"]}}}, 0, "p", {})
+    with pytest.raises(DataError, match="ours.agg must be one of min, max, mean"):
+        _entry({**base, "ours": {"target": "f5", "value": "recovery", "where": {"retriever": ["a"]}, "agg": "sum"}}, 0, "p", {})
+    e = _entry({**base, "ours": None, "unavailable": "the paper does not name them"}, 0, "p", {})
+    assert e.unavailable and e.reason == "the paper does not name them"
+    with pytest.raises(DataError, match="'unavailable'"):
+        _entry({**base, "ours": {"target": "f5", "value": "recovery"}, "unavailable": "no"}, 0, "p", {})

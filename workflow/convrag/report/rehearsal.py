@@ -11,7 +11,8 @@ will be compared with, or why it cannot be:
   what the number depends on;
 - ``unavailable``: the config cannot meet it, for a reason about the world (a closed model
   without an endpoint, an unreleased domain, data that is not public: the entry's ``requires``
-  against the run);
+  against the run), or no run can (the entry says ``unavailable: <why>``, e.g. the paper does
+  not name the models a range is over);
 - ``unresolved``: our tables do not hold it (``ours: null`` with its reason, or no row matches).
 
 A lookup that matches several rows (``ambiguous``: the published file's ``where`` does not pick
@@ -76,7 +77,7 @@ def plan(study, config: dict, tables: dict[str, str]) -> pd.DataFrame:
                "target": e.ours.target if e.ours else "", "row": _where_text(e.ours.where) if e.ours else "",
                "column": e.ours.value if e.ours else ""}
         if e.ours is None:
-            rows.append({**row, "status": UNRESOLVED, "reason": e.reason})
+            rows.append({**row, "status": UNAVAILABLE if e.unavailable else UNRESOLVED, "reason": e.reason})
             continue
         found, missing = lookup(e.ours, tables, cache)
         if missing and " rows of " in missing:

@@ -48,8 +48,10 @@ COLUMNS = ["id", "source", "what", "scale", "published", "published_ci_low", "pu
            "ours_ci_low", "ours_ci_high", "kind", "tolerance", "verdict", "reason", "target", "where"]
 
 _FILE_KEYS = {"study", "requires", "unreleased", "entries"}
-_ENTRY_KEYS = {"id", "source", "what", "value", "ci", "scale", "kind", "tolerance", "ours", "reason", "requires"}
-_OURS_KEYS = {"target", "where", "value", "low", "high", "scale"}
+_ENTRY_KEYS = {"id", "source", "what", "value", "ci", "scale", "kind", "tolerance", "ours", "reason", "requires",
+               "unavailable"}
+_OURS_KEYS = {"target", "where", "value", "low", "high", "scale", "agg"}
+AGGS = ("min", "max", "mean")  # a published range (or mean) over named rows
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,10 @@ class Ours:
     """Where our number is: one row of a target's CSV (``where``: column -> value), its value
     column, its 95% interval columns when the target has them, and the factor that puts it on
     the published scale (e.g. 100 for F1 0-1 against points; -1 where the paper takes the
-    difference the other way round)."""
+    difference the other way round). With ``agg`` (min, max or mean), ``where`` may list several
+    values of one column and our number is the lowest, highest or mean (on the published scale) of
+    the rows it selects: the paper states a range over named retrievers or LLMs, or a mean over
+    named models; every listed value must have a row."""
 
     target: str
     value: str
@@ -65,6 +70,7 @@ class Ours:
     low: str | None = None
     high: str | None = None
     scale: float = 1.0
+    agg: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,7 @@ class Entry:
     tolerance: float | None = None
     reason: str | None = None
     requires: dict[str, Any] = field(default_factory=dict)
+    unavailable: bool = False  # no run can give this number (the reason says why: the world, not our tables)
 
 
 @dataclass(frozen=True)
@@ -127,15 +134,22 @@ def _ours(raw: dict, where: str) -> Ours:
         if not isinstance(raw.get(k), str) or not raw[k]:
             raise DataError(f"{where}: ours.{k} must name a {'target' if k == 'target' else 'column'}")
     sel = raw.get("where") or {}
-    if not isinstance(sel, dict) or any(isinstance(v, (dict, list)) for v in sel.values()):
-        raise DataError(f"{where}: ours.where must map columns to single values")
+    agg = raw.get("agg")
+    if agg is not None and agg not in AGGS:
+        raise DataError(f"{where}: ours.agg must be one of {', '.join(AGGS)}, not {agg!r}")
+    lists = [k for k, v in sel.items()] if isinstance(sel, dict) else []
+    lists = [k for k in lists if isinstance(sel[k], list)]
+    if not isinstance(sel, dict) or any(isinstance(v, dict) for v in sel.values()) or (lists and agg is None):
+        raise DataError(f"{where}: ours.where must map columns to single values (a list needs ours.agg)")
+    if agg is not None and (len(lists) != 1 or raw.get("low") is not None):
+        raise DataError(f"{where}: ours.agg takes one listed column in 'where' (the named rows) and no interval columns")
     if (raw.get("low") is None) != (raw.get("high") is None):
         raise DataError(f"{where}: ours needs both 'low' and 'high' interval columns, or neither")
     scale = raw.get("scale", 1)
     if not _is_number(scale) or scale == 0:
         raise DataError(f"{where}: ours.scale must be a non-zero number, not {scale!r}")
     return Ours(target=raw["target"], value=raw["value"], where=dict(sel), low=raw.get("low"), high=raw.get("high"),
-                scale=float(scale))
+                scale=float(scale), agg=agg)
 
 
 def _entry(raw, i: int, path: str, defaults: dict) -> Entry:
@@ -179,13 +193,18 @@ def _entry(raw, i: int, path: str, defaults: dict) -> Entry:
     if "ours" not in raw:
         raise DataError(f"{where}: 'ours' is missing (a mapping, or null with a 'reason')")
     ours = None if raw["ours"] is None else _ours(raw["ours"], where)
-    reason = raw.get("reason")
+    unavailable = raw.get("unavailable")
+    if unavailable is not None and (ours is not None or not (isinstance(unavailable, str) and unavailable.strip())):
+        raise DataError(f"{where}: 'unavailable' (why no run can give this number: a fact about the world) goes with "
+                        "'ours: null' and is a text")
+    reason = raw.get("reason") or unavailable
     if ours is None and not (isinstance(reason, str) and reason.strip()):
-        raise DataError(f"{where}: 'ours: null' needs a 'reason' (why no table of ours holds this number)")
+        raise DataError(f"{where}: 'ours: null' needs a 'reason' (why no table of ours holds this number) or "
+                        "'unavailable' (why no run can)")
     req = {**defaults, **_requires(raw.get("requires"), where)}
     return Entry(id=eid, source=raw["source"], what=raw["what"], value=float(value), scale=scale, kind=kind,
                  ours=ours, ci=ci, tolerance=None if tol is None else float(tol), reason=reason,
-                 requires={k: v for k, v in req.items() if v is not None})
+                 requires={k: v for k, v in req.items() if v is not None}, unavailable=unavailable is not None)
 
 
 def load_published(path, study_key: str | None = None) -> Published:
@@ -364,6 +383,9 @@ def read_table(path: str):
 def lookup(ours: Ours, tables: dict[str, str], cache: dict | None = None) -> tuple[dict | None, str | None]:
     """Our value and interval (on the published scale) from the one row ``ours`` selects, or
     None and the reason there is none in this grid."""
+    import numpy as np
+    import pandas as pd
+
     if ours.target not in tables:
         return None, f"target {ours.target} is not built by this grid"
     cache = {} if cache is None else cache
@@ -378,11 +400,28 @@ def lookup(ours: Ours, tables: dict[str, str], cache: dict | None = None) -> tup
         return None, f"{ours.target} has no column {', '.join(missing)} in this grid"
     mask = None
     for col, val in ours.where.items():
-        m = _matches(df[col], val)
+        if isinstance(val, list):
+            m = np.logical_or.reduce([_matches(df[col], v).to_numpy() for v in val])
+            m = pd.Series(m, index=df.index)
+        else:
+            m = _matches(df[col], val)
         mask = m if mask is None else (mask & m)
     rows = df if mask is None else df[mask.to_numpy()]
     if len(rows) == 0:
         return None, f"no row of {ours.target} has {_where_text(ours.where)} in this grid"
+    if ours.agg is not None:  # a range over named rows: each must be there, once
+        col = next(c for c, v in ours.where.items() if isinstance(v, list))
+        names = [str(v) for v in ours.where[col]]
+        have = rows[col].astype(str).tolist()
+        missing = [n for n in names if n not in have]
+        if missing:
+            return None, f"{ours.target}: the {ours.agg} over {col} {', '.join(names)} has no row for {', '.join(missing)} in this grid"
+        vals = [_num(v) for v in rows[ours.value]]
+        if any(v is None for v in vals):
+            return {"ours": None, "low": None, "high": None}, None
+        vals = [v * ours.scale for v in vals]  # on the published scale, then its lowest, highest or mean
+        agg = {"min": min, "max": max, "mean": lambda x: sum(x) / len(x)}[ours.agg]
+        return {"ours": agg(vals), "low": None, "high": None}, None
     if len(rows) > 1:
         return None, (f"{len(rows)} rows of {ours.target} have {_where_text(ours.where)}: the published number "
                       "pools what this table keeps apart")

@@ -635,7 +635,9 @@ def retrieval_cost(turns: pd.DataFrame, retrievers: list[str]) -> pd.DataFrame:
     out.insert(0, "retrievals", t.groupby(keys).size())
     out.insert(1, "conversations", t.groupby(keys)["conv_id"].nunique())
     out["parse_failures"] = t.groupby(keys)["retrieval_parse_failures"].sum()
-    # over all datasets, LLMs and policies (the paper's §B.2 figures): dataset, model, policy = all
+    # over all datasets, LLMs and policies (the paper's §B.2 figures): dataset, model, policy = all;
+    # and over every condition too (condition = all), with each explorer's tokens relative to ToG-2's
+    t = pd.concat([t, t.assign(condition="all")], ignore_index=True)
     pk = ["retriever", "condition"]
     pooled = t.groupby(pk)[cols].mean().rename(columns=lambda c: c.replace("retrieval_", "") + "_per_retrieval")
     pooled = pooled.join(t.groupby(pk + ["conv_id"])[cols].sum().groupby(pk).mean()
@@ -644,7 +646,10 @@ def retrieval_cost(turns: pd.DataFrame, retrievers: list[str]) -> pd.DataFrame:
     pooled.insert(1, "conversations", t.groupby(pk)["conv_id"].nunique())
     pooled["parse_failures"] = t.groupby(pk)["retrieval_parse_failures"].sum()
     pooled = pooled.reset_index().assign(dataset="all", model="all", policy="all")
-    return pd.concat([out.reset_index(), pooled[out.reset_index().columns]], ignore_index=True)
+    base = pooled[pooled.retriever == "tog2"].set_index("condition")["tokens_per_conversation"]
+    pooled["tokens_vs_tog2"] = pooled.tokens_per_conversation / pooled.condition.map(base).where(lambda x: x > 0)
+    out = out.reset_index()
+    return pd.concat([out, pooled[[*out.columns, "tokens_vs_tog2"]]], ignore_index=True)
 
 
 

@@ -80,6 +80,15 @@ def _fig_categories(df, stem):
                          ylabel="share of assistant turns")
 
 
+def _recovery_pooled(scores: pd.DataFrame, ctx: dict) -> pd.DataFrame:
+    """RECAP and SNOWBALL recovery pooled over the LLMs under every policy (Figures 5 and 6 show two
+    of these; §B.1 also gives SNOWBALL under CURRENT)."""
+    parts = [A.recovery_for(scores, ctx["boot"], p, ("RECAP", "SNOWBALL"))
+             for p in sorted(scores.policy.unique()) if p != "none"]
+    parts = [x for x in parts if not x.empty]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
 def _coverage_cells(scores: pd.DataFrame, ctx: dict) -> pd.DataFrame:
     """The cells §B.4 pools (analysis.coverage_retrievers; default: every retriever)."""
     keep = (ctx.get("analysis") or {}).get("coverage_retrievers")
@@ -173,6 +182,7 @@ TARGETS = {t.name: t for t in [
     _t("recovery_bars", "figure", lambda s, t, c: A.recovery(s, c["boot"]), _fig_recovery),
     _t("aptitude_vs_unreliability", "figure", lambda s, t, c: A.aptitude_unreliability(s, c["boot"], c["analysis"]),
        _fig_reliability),
+    _t("recovery_pooled", "table", lambda s, t, c: _recovery_pooled(s, c)),
     _t("figure5_recap_recovery_current", "figure", lambda s, t, c: A.recovery_for(s, c["boot"], "current", ("RECAP",)),
        _fig_recovery_policy),
     _t("figure6_recovery_history", "figure",
