@@ -183,7 +183,6 @@ def test_official_baselines_on_pilot(shared_data, tmp_path):
     # rankings, per-turn nDCG@10 as the project computes it) against a hand computation.
     from convrag.data.recor import load_recor_pilot, official_query, read_documents
     from convrag.metrics.registry import retrieval_scores
-    from convrag.metrics.retrieval import results_to_run
 
     pilot = shared_data / "recor_pilot"
     tasks, _ = load_recor_pilot(pilot / "benchmark.jsonl", pilot / "documents.jsonl", pilot / "qrels.txt")
@@ -201,7 +200,8 @@ def test_official_baselines_on_pilot(shared_data, tmp_path):
         res = r.search(queries, k=1000)
         assert r.empty_queries == 0
         assert all(len(h) == 15 for h in res)  # k=1000 > 15: every document is ranked
-        table = retrieval_scores(results_to_run(qids, list(res)), qrels, ["nDCG@10"])
+        run = {q: {d: float(sc) for d, sc in hits} for q, hits in zip(qids, res)}
+        table = retrieval_scores(run, qrels, ["nDCG@10"])
         got = dict(zip(table["query_id"], table["nDCG@10"]))
         assert sorted(got) == sorted(qids)
         for t, hits in zip(scored, res):

@@ -164,7 +164,7 @@ def test_rerun_does_nothing_and_one_deleted_output_comes_from_cache(grid):
     target.unlink()
     proc = _snakemake(grid)
     log = proc.stdout + proc.stderr
-    assert log.count("rule simulate:") == 1  # ("localrule simulate:" contains it too)
+    assert log.count("rule lic_rag_simulate:") == 1  # ("localrule lic_rag_simulate:" contains it too)
     assert other.stat().st_mtime_ns == other_mtime
     assert target.read_text() == old_text and sibling.read_text() == old_sibling  # byte for byte
     acc = json.loads((conv_dir / "bm25/chunk0.accounting.json").read_text())["assistant"]

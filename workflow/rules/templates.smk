@@ -9,10 +9,10 @@ import shlex
 # `retriever`, `policy`); a study gives params `args` (retriever, models, registry, cache) and
 # `select` (e.g. "--domain clapnq"), and the input `rewrite_prompts` when the policy rewrites.
 rule retrieve:
-    output:
-        run="",
-        queries="",
-        accounting="",
+    output:  # placeholders: every study that takes the template names its own
+        run="template/retrieve/run.trec",
+        queries="template/retrieve/queries.jsonl",
+        accounting="template/retrieve/accounting.json",
     threads: config["threads"]["index"]
     resources:
         mem_mb=16000,
@@ -38,8 +38,8 @@ rule retrieve:
 # Every run of a study scored per turn with ir_measures; params: `runs` (JSON
 # [{retriever, policy, domain, path}]), `measures`, `labels` (task labels kept on every row).
 rule score_retrieval:
-    output:
-        "",
+    output:  # a placeholder: every study that takes the template names its own
+        "template/score_retrieval.parquet",
     params:
         runs="",
         measures="",
