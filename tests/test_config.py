@@ -104,7 +104,7 @@ def test_study_config_validates_against_the_real_registry():
     assert {d["n_questions"] for d in cfg["datasets"].values()} == {150}
     jobs = simulate_jobs(cfg)
     # 5 datasets x 10 models x 9 retrieval settings x 3 chunks of 50 questions
-    assert len(jobs) == 5 * 10 * 9 * 3
+    assert len(jobs) == 5 * 3 * (8 * 10 + 8)  # 5 datasets x 3 chunks x (8 retrievers x 10 LLMs + PoG x 8 open-weight)
     # cells: closed book 5 conditions; the 8 others FULL, CONCAT + 3 multi-turn x 2 policies
     assert len(simulate_cells(cfg)) == 5 * 10 * 3 * (5 + 8 * 8)
 
