@@ -103,10 +103,10 @@ def test_study_config_validates_against_the_real_registry():
     assert len(cfg["lic_rag"]["models"]) == 10
     assert {d["n_questions"] for d in cfg["datasets"].values()} == {150}
     jobs = simulate_jobs(cfg)
-    # 5 datasets x 10 models x 9 retrieval settings x 3 chunks of 50 questions
-    assert len(jobs) == 5 * 3 * (8 * 10 + 8)  # 5 datasets x 3 chunks x (8 retrievers x 10 LLMs + PoG x 8 open-weight)
+    # 5 datasets x 3 chunks of 50 questions x (8 retrieval settings x 10 LLMs + PoG x its 8 open-weight LLMs)
+    assert len(jobs) == 5 * 3 * (8 * 10 + 8)
     # cells: closed book 5 conditions; the 8 others FULL, CONCAT + 3 multi-turn x 2 policies
-    assert len(simulate_cells(cfg)) == 5 * 10 * 3 * (5 + 8 * 8)
+    assert len(simulate_cells(cfg)) == 5 * 3 * (10 * (5 + 7 * 8) + 8 * 8)
 
 
 # ---- what a config file means (Snakefile: the embedded default applies only without --configfile)
