@@ -56,3 +56,14 @@ def test_the_plan_names_a_cell_for_every_resolved_number(lic_rag_rehearsal):
     if len(amb):
         with pytest.raises(DataError, match=f"{len(amb)} published entries match several rows"):
             check_unambiguous(df, "lic_rag.yaml")
+
+
+def test_a_study_without_a_rehearsal_is_named_not_planned(capsys):
+    from convrag.cli import main
+
+    cfg = str(REPO_ROOT / "config" / "tests" / "mtrag_un.yaml")
+    assert not get_study("mtrag_un").has_rehearsal and get_study("lic_rag").has_rehearsal
+    assert main(["reproduction", "plan", "--config", cfg]) == 0
+    assert capsys.readouterr().out == "mtrag_un: no rehearsal yet (Study.rehearsal_inputs): not planned\n"
+    assert main(["reproduction", "plan", "--config", cfg, "--study", "mtrag_un"]) == 2
+    assert "mtrag_un: no rehearsal yet (Study.rehearsal_inputs): cannot plan" in capsys.readouterr().err

@@ -280,9 +280,15 @@ def cmd_reproduction_plan(a):
     studies = [s for s in active_studies(config) if not a.study or s.key in a.study]
     if not studies:
         raise ConfigError(f"{a.config}: no active study {' or '.join(a.study) if a.study else ''} to plan")
+    without = [s.key for s in studies if not s.has_rehearsal]
+    if without and a.study:
+        raise ConfigError(f"{', '.join(without)}: no rehearsal yet (Study.rehearsal_inputs): cannot plan")
     with tempfile.TemporaryDirectory(prefix="convrag-rehearsal-") as tmp:
         root = Path(a.out_dir or tmp)
         for study in studies:
+            if study.key in without:
+                print(f"{study.key}: no rehearsal yet (Study.rehearsal_inputs): not planned")
+                continue
             tables = rehearse(study, config, root / study.key, questions=a.questions, runs=a.runs, seed=a.seed)
             df = plan(study, config, tables)
             write_table(df, str(root / study.key / "tables" / "reproduction_plan"),

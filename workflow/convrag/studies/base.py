@@ -103,6 +103,10 @@ class Study:
         ``convrag reproduction plan`` (convrag.report.rehearsal); None: no rehearsal yet."""
         return None
 
+    @property
+    def has_rehearsal(self) -> bool:
+        return type(self).rehearsal_inputs is not Study.rehearsal_inputs
+
     # ---- planning and sizing --------------------------------------------------------------
     def plan(self, config: dict) -> list[dict]:
         """Every model-calling job of the study's grid (one dict per job), for sizing and
