@@ -47,7 +47,7 @@ say "venv ready"
 # the compile costs minutes on 2 cores); caches inside the lane folder; nothing phones home.
 export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
 export VLLM_CPU_CI_ENV=${VLLM_CPU_CI_ENV:-1}
-export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-$OUT/vllm-cache}
+export VLLM_CACHE_ROOT=${VLLM_CACHE_ROOT:-$VENV/vllm-cache}  # vLLM's own cache (0600 files): not an output, so not under results/
 export VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-WARNING}
 export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export CONVRAG_VLLM_LANE=1 CONVRAG_VLLM_LANE_OUT=$OUT CONVRAG_VLLM_MODEL_DIR=$OUT/model
