@@ -53,7 +53,7 @@ class Job:
         records = [(p, lambda p, r=r: write_records(p, r)) for p, r in files.items()]
         acc = [(accounting_path, lambda p: write_json(p, {**self.accounting(**counts), **(extra or {})}))] \
             if accounting_path else []
-        write_outputs([*first, *records, *acc])
+        write_outputs([*first, *records, *acc])  # a job's stale outputs go too if it fails
 
     def __enter__(self):
         return self
@@ -64,30 +64,21 @@ class Job:
 
 
 def write_job(files: dict[str, list], accounting_path: str | None, accounting: dict | None) -> None:
-    """``files``: path -> records (Record objects or dicts)."""
-    written: list[Path] = []
-    try:
-        for path, records in files.items():
-            write_records(path, records)
-            written.append(Path(path))
-        if accounting_path is not None:
-            write_json(accounting_path, accounting)
-    except BaseException:
-        for p in [*written, *[Path(p) for p in files]]:
-            p.unlink(missing_ok=True)
-        raise
+    """``files``: path -> records (Record objects or dicts), then the accounting as given."""
+    write_outputs([*((p, lambda p, r=r: write_records(p, r)) for p, r in files.items()),
+                   *([(accounting_path, lambda p: write_json(p, accounting))] if accounting_path is not None else [])])
 
 
 def write_outputs(writes) -> None:
     """``writes``: [(path, write(path))] in order (the last is what Snakemake checks first);
-    on any error the files already written are removed before the error propagates."""
-    written: list[Path] = []
+    on any error every listed file is removed (those already written and any stale one of an
+    earlier run) before the error propagates."""
+    writes = list(writes)
     try:
         for path, write in writes:
             write(path)
-            written.append(Path(path))
     except BaseException:
-        for p in written:
-            p.unlink(missing_ok=True)
+        for path, _ in writes:
+            Path(path).unlink(missing_ok=True)
         raise
 
