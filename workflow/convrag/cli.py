@@ -101,13 +101,21 @@ def cmd_select_questions(a):
     hops = a.spec.get("hops") or []
     if hops:
         qs = [q for q in qs if q.hops in hops]
+    n = a.spec["n_questions"]
+    # the reserve (lic_rag.sharding.replace_failed) continues the same seeded order after the
+    # first n (a draw is a prefix of one permutation), as far as the pool allows
+    extra = max(0, min(a.reserve, len(qs) - n))
     try:
-        picked = sample_questions(qs, a.spec["n_questions"], a.spec.get("sample_seed", 0))
+        picked = sample_questions(qs, n + extra, a.spec.get("sample_seed", 0))
     except ConfigError as e:
         raise ConfigError(f"datasets.{a.dataset}.n_questions (hops {hops or 'all'}, from {a.questions}): {e}") from e
     for q in picked:
         q.dataset = a.dataset
-    write_records(a.out, picked)
+    if a.out:
+        write_records(a.out, picked[:n])
+    if a.reserve_out:
+        write_records(a.reserve_out, picked[n:])
+        print(f"{a.dataset}: {len(picked) - n} reserve questions (asked for {a.reserve})", file=sys.stderr)
 
 
 # ---- sharding (lic_rag's SHARDED conditions, cross's sharded delivery) ----------------------
@@ -116,19 +124,28 @@ def cmd_select_questions(a):
 def cmd_shard(a):
     import yaml
 
-    from convrag.io import atomic_open
+    from convrag.io import atomic_open, write_json
     from convrag.llm.engine import load_engine
     from convrag.records import Question, read_records, write_records
-    from convrag.sharding import ShardPrompts, shard_questions, shard_report
+    from convrag.sharding import ShardPrompts, shard_questions, shard_report, shard_variability, shard_with_replacements
 
     set_threads(a.threads)
     qs = read_records(a.questions, Question)
     prompts = ShardPrompts.from_dict(yaml.safe_load(open(a.prompts)), source=a.source)
     engine = load_engine(a.model, a.registry, a.cache)
-    sets = shard_questions(qs, engine, prompts, a.settings)
+    if a.reserve is not None:  # lic_rag.sharding.replace_failed: failed shard sets are replaced from the reserve
+        reserve = read_records(a.reserve, Question)
+        sets, replaced = shard_with_replacements(qs, reserve, engine, prompts, a.settings)
+        qs = qs + reserve[:replaced["reserve_tried"]]
+    else:
+        sets, replaced = shard_questions(qs, engine, prompts, a.settings), None
+    if a.variability:  # lic_rag.sharding.variability (§A.2): repeated shard sets of the first questions
+        var = a.settings.get("variability") or {}
+        write_json(a.variability, shard_variability(qs[:var.get("questions", 0)], engine, prompts, a.settings,
+                                                    var.get("samples", 15)))
     write_records(a.out, sets)
     with atomic_open(a.report) as fh:
-        fh.write(shard_report(sets, qs))
+        fh.write(shard_report(sets, qs, replaced))
     engine.write_accounting(a.accounting)
 
 
@@ -393,15 +410,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dataset", required=True)
     s.add_argument("--spec", type=json_arg, required=True)
     s.add_argument("--questions", required=True)
-    s.add_argument("--out", required=True)
+    s.add_argument("--out", default=None, help="the first n_questions of the draw")
+    s.add_argument("--reserve", type=int, default=0, help="also draw this many reserve questions, the same seeded "
+                   "order after the first n_questions (lic_rag.sharding.replace_failed)")
+    s.add_argument("--reserve-out", default=None, help="where the reserve questions go")
 
     s = add("shard", cmd_shard, "multi-hop questions -> shard sets by an LLM, with automatic checks and a report")
     for k in ("questions", "prompts", "model", "registry", "cache", "out", "report", "accounting"):
         s.add_argument(f"--{k}", required=True)
-    s.add_argument("--settings", type=json_arg, required=True, help="the sharding settings (model, attempts, "
-                   "temperature, max_tokens, fallback) as JSON")
+    s.add_argument("--settings", type=json_arg, required=True, help="the sharding settings (model, steps, "
+                   "attempts, temperature, max_tokens, fallback, variability) as JSON")
     s.add_argument("--source", default=None, help="source dataset of the prompt pairs (hotpotqa, 2wikimultihopqa, "
                    "musique, miniworld; convrag.sharding.corpus_source)")
+    s.add_argument("--reserve", default=None, help="reserve questions (select-questions --reserve-out): failed "
+                   "shard sets are replaced from them in order (lic_rag.sharding.replace_failed)")
+    s.add_argument("--variability", default=None, help="write the shard-wording variability samples here (JSON; "
+                   "settings variability: {questions, samples})")
     s.add_argument("--threads", type=int, default=None)
 
     s = add("build-index", cmd_build_index, "build one retrieval index for one corpus")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from convrag.errors import ConfigError
 from convrag.llm.types import Request, Sampling
 from convrag.metrics.qa import normalize_answer
 from convrag.records import Question, ShardSet
@@ -36,6 +37,18 @@ def corpus_source(config: dict, dataset: str) -> str:
     hipporag format of its corpus (hotpotqa, 2wikimultihopqa, musique)."""
     c = config["corpora"][config["datasets"][dataset]["corpus"]]
     return c["kind"] if c["kind"] == "miniworld" else c["format"]
+
+
+def shard_settings(block: dict) -> dict:
+    """The ``--settings`` of ``convrag shard`` from a study's sharding block, without the keys
+    that are off (``steps: 1``, ``replace_failed: 0``, ``variability.questions: 0``), so a
+    config that does not use them passes the same settings (and its shard jobs stay done)
+    as before those keys existed."""
+    off = {"steps": 1, "replace_failed": 0}
+    out = {k: v for k, v in block.items() if not (k in off and v == off[k])}
+    if not (block.get("variability") or {}).get("questions"):
+        out.pop("variability", None)
+    return out
 
 
 def entities(text: str) -> list[str]:
@@ -216,19 +229,58 @@ def parse_shards(text: str) -> list[str]:
 
 
 @dataclass
-class ShardPrompts:
+class StepPrompt:
+    """One step of two-step sharding (``segment`` or ``rephrase`` in the prompt file): a system
+    prompt, worked examples (each a mapping of the user template's fields plus ``output``, the
+    numbered lines the model should write) and the user template."""
+
     system: str
     examples: list[dict]
     user: str
 
     @classmethod
-    def from_dict(cls, d: dict, source: str | None = None) -> "ShardPrompts":
-        """``examples`` is a list, or a mapping source -> list (one prompt pair set per source
-        dataset: hotpotqa, 2wikimultihopqa, musique, miniworld); ``default`` covers the rest."""
+    def from_dict(cls, d: dict, source: str | None = None) -> "StepPrompt":
         ex = d.get("examples", [])
         if isinstance(ex, dict):
             ex = ex.get(source) or ex.get("default") or []
         return cls(system=d["system"], examples=ex, user=d["user"])
+
+    def messages(self, **fields) -> list[dict]:
+        msgs = [{"role": "system", "content": self.system}]
+        for ex in self.examples:
+            msgs.append({"role": "user", "content": self.user.format(**_fields(ex))})
+            msgs.append({"role": "assistant", "content": numbered(ex["output"])})
+        msgs.append({"role": "user", "content": self.user.format(**_fields(fields))})
+        return msgs
+
+
+def numbered(lines: list[str]) -> str:
+    return "\n".join(f"{i}. {s}" for i, s in enumerate(lines, start=1))
+
+
+def _fields(d: dict) -> dict:
+    """Template fields: lists (an example's ``units``) become numbered lines."""
+    return {k: numbered(v) if isinstance(v, list) else v for k, v in d.items() if k != "output"}
+
+
+@dataclass
+class ShardPrompts:
+    system: str
+    examples: list[dict]
+    user: str
+    segment: StepPrompt | None = None  # two-step sharding (settings steps: 2): step 1
+    rephrase: StepPrompt | None = None  # ... and step 2
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str | None = None) -> "ShardPrompts":
+        """``examples`` is a list, or a mapping source -> list (one prompt pair set per source
+        dataset: hotpotqa, 2wikimultihopqa, musique, miniworld); ``default`` covers the rest.
+        ``segment`` and ``rephrase`` (optional) are the two steps' prompts (``StepPrompt``)."""
+        ex = d.get("examples", [])
+        if isinstance(ex, dict):
+            ex = ex.get(source) or ex.get("default") or []
+        steps = {k: StepPrompt.from_dict(d[k], source) for k in ("segment", "rephrase") if d.get(k)}
+        return cls(system=d["system"], examples=ex, user=d["user"], **steps)
 
     def messages(self, question: str) -> list[dict]:
         msgs = [{"role": "system", "content": self.system}]
@@ -240,24 +292,62 @@ class ShardPrompts:
         return msgs
 
 
+# sample_index of the shard-wording variability samples (lic_rag.sharding.variability): far
+# above any attempt index, so they never reuse an attempt's cached sample
+VARIABILITY_OFFSET = 1000
+
+
+def _sampling(settings: dict) -> Sampling:
+    return Sampling(temperature=settings.get("temperature", 0.7), top_p=1.0, max_tokens=settings.get("max_tokens", 96))
+
+
+def sample_shards(items: list[tuple[Question, int]], engine, prompts: ShardPrompts, settings: dict,
+                  desc: str) -> list[dict]:
+    """One sample of a shard set for each (question, sample_index), batched: one model call
+    (``steps: 1``) or one per step (``steps: 2``: segment the question into its information
+    units, then rephrase the units into the user's messages). Returns per item
+    ``{raw, shards}`` (two steps also ``raw_segment`` and ``units``), unchecked."""
+    steps = int(settings.get("steps", 1))
+    sampling = _sampling(settings)
+    if steps == 1:
+        reqs = [Request(messages=prompts.messages(q.question), sampling=sampling, seed=0, sample_index=i)
+                for q, i in items]
+        return [{"raw": r.text, "shards": parse_shards(r.text)} for r in engine.generate(reqs, desc=desc)]
+    if steps != 2:
+        raise ConfigError(f"sharding steps must be 1 or 2, not {steps!r}")
+    if prompts.segment is None or prompts.rephrase is None:
+        raise ConfigError("sharding steps: 2 needs 'segment' and 'rephrase' prompts in the shard prompt file")
+    reqs = [Request(messages=prompts.segment.messages(question=q.question), sampling=sampling, seed=0,
+                    sample_index=i) for q, i in items]
+    seg = engine.generate(reqs, desc=f"{desc}, step 1 (segment)") if reqs else []
+    out = [{"raw_segment": r.text, "units": parse_shards(r.text), "raw": "", "shards": []} for r in seg]
+    todo = [j for j, o in enumerate(out) if o["units"]]  # nothing to rephrase: the sample fails its checks
+    reqs = [Request(messages=prompts.rephrase.messages(question=items[j][0].question, units=out[j]["units"]),
+                    sampling=sampling, seed=0, sample_index=items[j][1]) for j in todo]
+    if reqs:
+        for j, r in zip(todo, engine.generate(reqs, desc=f"{desc}, step 2 (rephrase)")):
+            out[j]["raw"], out[j]["shards"] = r.text, parse_shards(r.text)
+    return out
+
+
 def shard_questions(questions: list[Question], engine, prompts: ShardPrompts, settings: dict) -> list[ShardSet]:
     """Shard every question; attempts are batched across questions (one model call per
-    attempt round), each attempt a distinct cached sample (sample_index = attempt)."""
+    attempt round, per step with ``steps: 2``), each attempt a distinct cached sample
+    (sample_index = attempt)."""
     attempts = settings.get("attempts", 3)
-    sampling = Sampling(temperature=settings.get("temperature", 0.7), top_p=1.0, max_tokens=settings.get("max_tokens", 96))
     history: dict[str, list[dict]] = {q.qid: [] for q in questions}
     done: dict[str, ShardSet] = {}
     pending = list(questions)
     for attempt in range(attempts):
         if not pending:
             break
-        reqs = [Request(messages=prompts.messages(q.question), sampling=sampling, seed=0, sample_index=attempt) for q in pending]
-        resps = engine.generate(reqs, desc=f"shard attempt {attempt + 1}")
+        samples = sample_shards([(q, attempt) for q in pending], engine, prompts, settings,
+                                desc=f"shard attempt {attempt + 1}")
         still = []
-        for q, r in zip(pending, resps):
-            shards = parse_shards(r.text)
+        for q, smp in zip(pending, samples):
+            shards = smp["shards"]
             checks = check_shards(q, shards)
-            history[q.qid].append({"attempt": attempt, "raw": r.text, "shards": shards, **checks})
+            history[q.qid].append({"attempt": attempt, **smp, **checks})
             if checks["passed"]:
                 done[q.qid] = _shardset(q, shards, checks, "llm", attempt, history[q.qid])
             else:
@@ -277,12 +367,58 @@ def shard_questions(questions: list[Question], engine, prompts: ShardPrompts, se
     return [done[q.qid] for q in questions]
 
 
+def shard_with_replacements(questions: list[Question], reserve: list[Question], engine, prompts: ShardPrompts,
+                            settings: dict) -> tuple[list[ShardSet], dict]:
+    """Shard ``questions``; for every one whose shard set fails, shard the next question of
+    ``reserve`` (in order, batched per round) until as many passed as there are questions or
+    the reserve is exhausted (lic_rag.sharding.replace_failed; the paper keeps 150 questions
+    per dataset). A passed replacement takes the place of the first failed question not yet
+    replaced: its checks record ``replaces``, the failed one's ``replaced_by``. Returns every
+    shard set (originals, then the reserve questions tried) and a summary
+    ``{target, passed, replacements: [(failed, replacement)], reserve_tried, reserve_size, short}``."""
+    sets = shard_questions(questions, engine, prompts, settings)
+    target = len(questions)
+    failed = [s for s in sets if not s.passed]
+    pairs: list[tuple[str, str]] = []
+    pos = 0
+    while len(pairs) < len(failed) and pos < len(reserve):
+        batch = reserve[pos:pos + len(failed) - len(pairs)]
+        pos += len(batch)
+        for s in shard_questions(batch, engine, prompts, settings):
+            s.checks["reserve"] = True
+            if s.passed:
+                old = failed[len(pairs)]
+                s.checks["replaces"] = old.qid
+                old.checks["replaced_by"] = s.qid
+                pairs.append((old.qid, s.qid))
+            sets.append(s)
+    passed = sum(s.passed for s in sets)
+    return sets, {"target": target, "passed": passed, "replacements": pairs, "reserve_tried": pos,
+                  "reserve_size": len(reserve), "short": max(0, target - passed)}
+
+
+def shard_variability(questions: list[Question], engine, prompts: ShardPrompts, settings: dict,
+                      samples: int) -> dict:
+    """§A.2's wording variability: ``samples`` shard sets of each question (sample_index
+    VARIABILITY_OFFSET + k: cached, and apart from the attempts' samples), all in one batch
+    (per step), each with its checks' verdict."""
+    items = [(q, VARIABILITY_OFFSET + k) for q in questions for k in range(samples)]
+    got = sample_shards(items, engine, prompts, settings, desc="shard wording variability") if items else []
+    rows: dict[str, dict] = {}
+    for (q, idx), smp in zip(items, got):
+        row = rows.setdefault(q.qid, {"qid": q.qid, "dataset": q.dataset, "question": q.question, "samples": []})
+        row["samples"].append({"sample": idx - VARIABILITY_OFFSET, "shards": smp["shards"],
+                               "passed": bool(check_shards(q, smp["shards"])["passed"])})
+    return {"steps": int(settings.get("steps", 1)), "samples": samples, "questions": list(rows.values())}
+
+
 def _shardset(q: Question, shards: list[str], checks: dict, method: str, attempt, attempts_log) -> ShardSet:
     checks = dict(checks)
     checks["passing_attempt"] = attempt
     checks["attempts"] = [
         {k: a[k] for k in ("attempt", "raw", "passed", "missing_entities", "added_entities", "leaked_answers",
                            "exposed_intermediate_answers", "goal_first", "bad_followups", "n_shards")}
+        | {k: a[k] for k in ("raw_segment", "units") if k in a}  # two-step sharding: step 1 too
         for a in attempts_log
     ]
     return ShardSet(
@@ -315,8 +451,10 @@ def _reasons(c: dict) -> list[str]:
     return why
 
 
-def shard_report(shardsets: list[ShardSet], questions: list[Question]) -> str:
-    """Markdown report: counts, then every question that used the fallback or failed."""
+def shard_report(shardsets: list[ShardSet], questions: list[Question], replacement: dict | None = None) -> str:
+    """Markdown report: counts, then every question that used the fallback or failed; with
+    ``replacement`` (``shard_with_replacements``'s summary), which reserve question replaced
+    which failed one, and by how many the dataset still falls short."""
     by_id = {q.qid: q for q in questions}
     n = len(shardsets)
     llm_ok = sum(s.passed and s.method == "llm" for s in shardsets)
@@ -348,5 +486,18 @@ def shard_report(shardsets: list[ShardSet], questions: list[Question]) -> str:
         )
     if failed:
         lines += ["", "## Failed questions (not simulated)", ""]
-        lines += [f"- `{s.qid}`: {by_id[s.qid].question if s.qid in by_id else ''}" for s in failed]
+        lines += [f"- `{s.qid}`: {by_id[s.qid].question if s.qid in by_id else ''}"
+                  + (f" (replaced by `{s.checks['replaced_by']}`)" if s.checks.get("replaced_by") else "")
+                  for s in failed]
+    if replacement is not None:
+        r = replacement
+        lines += ["", "## Replacements of failed shard sets", "",
+                  f"- questions asked for: {r['target']}; passed after replacement: {r['passed']}",
+                  f"- reserve questions tried: {r['reserve_tried']} of {r['reserve_size']}",
+                  f"- replacements: {len(r['replacements'])}"]
+        lines.append(f"- SHORT by {r['short']} question(s): the reserve is exhausted" if r["short"]
+                     else "- short by: 0")
+        if r["replacements"]:
+            lines += ["", "| failed qid | replaced by |", "|---|---|"]
+            lines += [f"| {a} | {b} |" for a, b in r["replacements"]]
     return "\n".join(lines) + "\n"

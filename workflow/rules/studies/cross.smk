@@ -5,6 +5,7 @@
 from convrag.studies.cross import paths as cross_paths
 from convrag.studies.cross import wiring as cross_wiring
 from convrag.studies.cross.plan import benchmarks as cross_benchmarks
+from convrag.sharding import shard_settings
 
 CROSS = config["cross"]
 
@@ -41,7 +42,7 @@ rule cross_shard:
         gpu=gpu_resources(CROSS["sharding"]["model"])["gpu"],
         gpu_model=gpu_resources(CROSS["sharding"]["model"]).get("gpu_model", ""),
     params:
-        settings=jarg(CROSS["sharding"]),
+        settings=jarg(shard_settings(CROSS["sharding"])),
         model=CROSS["sharding"]["model"],
         source=lambda wc: corpus_source(config, wc.dataset),
         registry=REGISTRY,

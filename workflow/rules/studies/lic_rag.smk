@@ -25,11 +25,33 @@ rule lic_rag:
         study_targets("lic_rag"),
 
 
+# The reserve of replacement questions (lic_rag.sharding.replace_failed > 0): the same seeded
+# draw as select_questions, continued after the dataset's n_questions (its questions.jsonl is
+# not touched).
+rule lic_rag_reserve_questions:
+    input:
+        lambda wc: L.questions_all(corpus_of(wc.dataset)),
+    output:
+        lic_paths.shards(L, "{dataset}", "reserve_questions.jsonl"),
+    log:
+        L.log("lic_rag/reserve_questions/{dataset}.log"),
+    wildcard_constraints:
+        dataset=alternatives(LIC["datasets"]),
+    conda:
+        CONDA_ENVS["cpu"]
+    params:
+        spec=lambda wc: jarg(config["datasets"][wc.dataset]),
+        reserve=LIC["sharding"]["replace_failed"],
+    shell:
+        "convrag select-questions --dataset {wildcards.dataset} --spec {params.spec}"
+        " --questions {input} --reserve {params.reserve} --reserve-out {output} 2> {log}"
+
+
 rule lic_rag_shard:
     input:
-        questions=L.questions("{dataset}"),
-        prompts=f"{PROMPTS}/shard.yaml",
+        unpack(lambda wc: lic_wiring.shard_inputs(config, L, PROMPTS, wc.dataset)),
     output:
+        **lic_wiring.shard_outputs(config, L),
         shards=lic_paths.shards(L, "{dataset}", "shards.jsonl"),
         report=report(
             lic_paths.shards(L, "{dataset}", "shard_report.md"),
@@ -51,22 +73,23 @@ rule lic_rag_shard:
         gpu=gpu_resources(LIC["sharding"]["model"])["gpu"],
         gpu_model=gpu_resources(LIC["sharding"]["model"]).get("gpu_model", ""),
     params:
-        settings=jarg(LIC["sharding"]),
+        settings=jarg(lic_wiring.shard_settings(config)),
         model=LIC["sharding"]["model"],
         source=lambda wc: corpus_source(config, wc.dataset),
+        extra=lambda wc, input, output: lic_wiring.shard_extra_args(input, output),
         registry=REGISTRY,
         cache=CACHE,
     shell:
         "convrag shard --questions {input.questions} --prompts {input.prompts} --source {params.source}"
         " --model {params.model} --registry {params.registry} --cache {params.cache}"
         " --settings {params.settings} --out {output.shards} --report {output.report}"
-        " --accounting {output.accounting} --threads {threads} 2> {log}"
+        " --accounting {output.accounting}{params.extra} --threads {threads} 2> {log}"
 
 
 rule lic_rag_export_shard_review:
     input:
         shards=lic_paths.shards(L, "{dataset}", "shards.jsonl"),
-        questions=L.questions("{dataset}"),
+        questions=lambda wc: lic_wiring.question_files(config, L, wc.dataset),
     output:
         lic_paths.shards(L, "{dataset}", "review.yaml"),
     log:
@@ -83,7 +106,7 @@ rule lic_rag_export_shard_review:
 rule lic_rag_final_shards:
     input:
         shards=lic_paths.shards(L, "{dataset}", "shards.jsonl"),
-        questions=L.questions("{dataset}"),
+        questions=lambda wc: lic_wiring.question_files(config, L, wc.dataset),
         review=lambda wc: [
             f for f in [lic_wiring.review_file(config, wc.dataset)] if f is not None
         ],
@@ -199,7 +222,7 @@ use rule lic_rag_simulate as lic_rag_simulate_closed_book with:
 rule lic_rag_score:
     input:
         conversations=lic_wiring.conversation_files(config, L),
-        questions=[L.questions(d) for d in LIC["datasets"]],
+        questions=[f for d in LIC["datasets"] for f in lic_wiring.question_files(config, L, d)],
     output:
         conversations=lic_paths.scores(L, "conversations.parquet"),
         turns=lic_paths.scores(L, "turns.parquet"),

@@ -14,7 +14,7 @@ def cmd_shard_review(a):
     from convrag.records import Question, ShardSet, read_records, write_records
     from convrag.studies.lic_rag.review import apply_review, export_review
 
-    sets, qs = read_records(a.shards, ShardSet), read_records(a.questions, Question)
+    sets, qs = read_records(a.shards, ShardSet), [q for f in a.questions for q in read_records(f, Question)]
     if a.action == "export":
         with atomic_open(a.out) as fh:
             fh.write(export_review(sets, qs))
@@ -54,7 +54,9 @@ def cmd_simulate(a):
                           "together (or none of them: the conversations are then not labelled)")
     with Job(a.registry, a.cache, a.threads) as job:
         shardsets = {s.qid: s for s in read_records(a.shards, ShardSet)}
-        questions = [q for q in read_records(a.questions, Question) if shardsets.get(q.qid) and shardsets[q.qid].passed]
+        # the dataset's questions, then its reserve (sharding.replace_failed): replacements that passed are simulated
+        questions = [q for f in a.questions for q in read_records(f, Question)
+                     if shardsets.get(q.qid) and shardsets[q.qid].passed]
         chunk = questions[a.chunk * size:(a.chunk + 1) * size]
         shards = {q.qid: [s["text"] for s in shardsets[q.qid].shards] for q in chunk}
         passages = {} if caps.closed_book else {p.doc_id: p for p in read_records(a.corpus, Passage)}
@@ -103,13 +105,15 @@ def add_cli(sub) -> None:
     s = add("shard-review", cmd_shard_review, "export shard sets to an editable review file, or apply an edited one")
     s.add_argument("action", choices=["export", "apply"])
     s.add_argument("--shards", required=True)
-    s.add_argument("--questions", required=True)
+    s.add_argument("--questions", nargs="+", required=True, help="questions files (with the reserve, when on)")
     s.add_argument("--review", default=None, help="apply: the edited review file (none: copy the shards as they are)")
     s.add_argument("--out", required=True)
 
     s = add("simulate", cmd_simulate, "simulate one chunk of conversations for every cell of one retriever (lockstep "
             "batched), then label every assistant turn and judge every final answer")
-    for k in ("questions", "shards", "corpus", "index-dir", "retriever", "retriever-name", "prompts", "dataset",
+    s.add_argument("--questions", nargs="+", required=True, help="questions files: the dataset's, then its reserve "
+                   "(sharding.replace_failed)")
+    for k in ("shards", "corpus", "index-dir", "retriever", "retriever-name", "prompts", "dataset",
               "model", "user-model", "registry", "cache", "out-dir", "accounting"):
         s.add_argument(f"--{k}", required=True)
     for k in ("classifier-model", "classifier-prompts", "judge-model", "judge-prompts"):

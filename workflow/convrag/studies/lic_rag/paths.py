@@ -14,7 +14,8 @@ def root(L: Layout) -> str:
 
 def shards(L: Layout, dataset: str, name: str = "shards.jsonl") -> str:
     """``shards.jsonl`` (generated), ``final.jsonl`` (review applied), ``shard_report.md``,
-    ``review.yaml``, ``accounting.json``."""
+    ``review.yaml``, ``accounting.json``; ``reserve_questions.jsonl`` (sharding.replace_failed)
+    and ``variability.json`` (sharding.variability) when those are on."""
     return f"{root(L)}/shards/{dataset}/{name}"
 
 

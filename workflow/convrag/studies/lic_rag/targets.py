@@ -208,7 +208,8 @@ def dataset_table(datasets: dict[str, dict[str, str]]) -> pd.DataFrame:
     for name, paths in datasets.items():
         qs = read_records(paths["questions"], Question)
         sets = {s.qid: s for s in read_records(paths["shards"], ShardSet)}
-        used = [sets[q.qid] for q in qs if q.qid in sets and sets[q.qid].passed]
+        # every passed set: replacements from the reserve (sharding.replace_failed) are not in qs
+        used = [s for s in sets.values() if s.passed]
         hops = pd.Series([q.hops for q in qs]).value_counts().sort_index()
         rows.append({
             "dataset": name,

@@ -40,10 +40,51 @@ def role_models(config: dict) -> dict[str, str]:
     return {role: role_model(lic, role) for role in ("user_simulator", "classifier", "judge")}
 
 
-def simulate_inputs(config: dict, L: Layout, prompts_dir: str, dataset: str, retriever: str) -> dict[str, str]:
+def shard_settings(config: dict) -> dict:
+    from convrag.sharding import shard_settings
+
+    return shard_settings(config["lic_rag"]["sharding"])
+
+
+def reserve_file(config: dict, L: Layout, dataset: str) -> str | None:
+    """A dataset's reserve of replacement questions (sharding.replace_failed > 0), else None."""
+    return paths.shards(L, dataset, "reserve_questions.jsonl") if config["lic_rag"]["sharding"]["replace_failed"] else None
+
+
+def variability_file(config: dict, L: Layout, dataset: str) -> str | None:
+    """A dataset's shard-wording variability samples (sharding.variability.questions > 0), else None."""
+    on = config["lic_rag"]["sharding"]["variability"]["questions"]
+    return paths.shards(L, dataset, "variability.json") if on else None
+
+
+def question_files(config: dict, L: Layout, dataset: str) -> list[str]:
+    """The question files of a dataset that shard sets may name: its questions, and its reserve
+    when failed shard sets are replaced (simulate, review and scoring read both)."""
+    return [L.questions(dataset)] + [f for f in [reserve_file(config, L, dataset)] if f]
+
+
+def shard_inputs(config: dict, L: Layout, prompts_dir: str, dataset: str) -> dict[str, str]:
+    out = dict(questions=L.questions(dataset), prompts=f"{prompts_dir}/shard.yaml")
+    reserve = reserve_file(config, L, dataset)
+    return {**out, "reserve": reserve} if reserve else out
+
+
+def shard_outputs(config: dict, L: Layout) -> dict[str, str]:
+    """The shard job's optional outputs (the variability samples when on)."""
+    return {"variability": paths.shards(L, "{dataset}", "variability.json")} \
+        if config["lic_rag"]["sharding"]["variability"]["questions"] else {}
+
+
+def shard_extra_args(input, output) -> str:
+    """The optional arguments of ``convrag shard`` (reserve, variability) from a job's files."""
+    args = f" --reserve {input.reserve}" if "reserve" in input.keys() else ""
+    return args + (f" --variability {output.variability}" if "variability" in output.keys() else "")
+
+
+def simulate_inputs(config: dict, L: Layout, prompts_dir: str, dataset: str, retriever: str) -> dict:
     corpus = config["datasets"][dataset]["corpus"]
     return dict(
-        questions=L.questions(dataset),
+        questions=question_files(config, L, dataset),
         shards=paths.shards(L, dataset, "final.jsonl"),
         corpus=L.corpus(corpus),
         index=L.index_manifest(corpus, retriever),
