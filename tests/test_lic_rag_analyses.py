@@ -381,3 +381,37 @@ def test_table2_pools_the_papers_gaps():
     assert pooled.loc[("all", "closed_book", "none"), "rel_change"] == pytest.approx(-1 / 3)
     assert ("m", "closed_book", "none") not in pooled.index  # per-LLM rows pool retrieving retrievers only
     assert len(t[t.dataset != "all"]) == 4  # the per-cell rows stay
+
+
+# ---- §A.2 shard-wording variability ----------------------------------------------------------
+
+
+def test_distinct_wordings_by_hand():
+    a = ["I need a city.", "The album is Cold Rivers."]
+    same = ["i need a CITY", "  The album is   Cold Rivers!"]  # case, punctuation, whitespace only
+    other = ["I need a town.", "The album is Cold Rivers."]
+    longer = ["I need a city.", "It is an album.", "The album is Cold Rivers."]
+    assert L.normalise_wording("  The album, is   'Cold Rivers'! ") == "the album is cold rivers"
+    assert L.distinct_wordings([a, same]) == 1
+    assert L.distinct_wordings([a, same, other]) == 2
+    assert L.distinct_wordings([a, other, longer, longer, []]) == 4  # an empty set counts as one wording
+    assert L.distinct_wordings([a[::-1], a]) == 2  # shard order counts
+    assert L.distinct_wordings([]) == 0
+
+
+def test_shard_wording_table_per_question_and_pooled():
+    a, b, c = ["goal", "clue one"], ["Goal.", "Clue one"], ["goal", "clue two", "clue three"]
+    var = [{"questions": [{"qid": "x1", "dataset": "d1", "samples": [
+                {"shards": a, "passed": True}, {"shards": b, "passed": True}, {"shards": c, "passed": False},
+                {"shards": c, "passed": False}]}]},
+           {"questions": [{"qid": "y1", "dataset": "d2", "samples": [
+                {"shards": a, "passed": True}, {"shards": c, "passed": True}]}]}]
+    df = L.shard_wording(var, BOOT).set_index("qid")
+    assert df.loc["x1"].samples == 4 and df.loc["x1"].distinct_wordings == 2  # a == b after normalising
+    assert df.loc["x1"].distinct_shard_counts == 2 and df.loc["x1"].pass_share == 0.5
+    assert df.loc["y1"].distinct_wordings == 2 and df.loc["y1"].pass_share == 1.0
+    pooled = df.loc["all"]
+    assert pooled.dataset == "all" and pooled.questions == 2 and pooled.samples == 3
+    assert pooled.distinct_wordings == 2 and pooled.ci_low == 2 and pooled.ci_high == 2
+    assert pooled.pass_share == pytest.approx(4 / 6)  # 2 of 4 plus 2 of 2 samples pass
+    assert L.shard_wording([], BOOT).empty

@@ -169,3 +169,31 @@ def test_lic_rag_tables_11_and_12_describe_the_paper_grid():
     assert rets["dense"]["params"].find("BAAI/bge-large-en-v1.5") > 0
     assert rets["pog"]["cost_class"] == "explorer" and rets["pog"]["llm"] == "gpt-4o-mini"
     assert rets["closed_book"]["closed_book"] and rets["raptor"]["llm_at_build"]
+
+
+def test_lic_rag_sharding_keys_wire_reserve_and_variability():
+    from convrag.config import load_config
+    from convrag.layout import Layout
+    from convrag.studies.lic_rag import STUDY
+    from convrag.studies.lic_rag import wiring as W
+
+    L = Layout("res")
+    default = load_config(REPO_ROOT / "config" / "config.yaml")
+    sh = default["lic_rag"]["sharding"]
+    assert sh["steps"] == 1 and sh["replace_failed"] == 0 and sh["variability"] == {"questions": 0, "samples": 15}
+    assert W.question_files(default, L, "miniworld") == ["res/datasets/miniworld/questions.jsonl"]
+    assert set(W.shard_inputs(default, L, "P", "miniworld")) == {"questions", "prompts"}
+    assert W.shard_outputs(default, L) == {} and W.variability_file(default, L, "miniworld") is None
+    assert STUDY.artifacts(default, L)["shard_variability"] is None
+    assert "steps" not in W.shard_settings(default) and "variability" not in W.shard_settings(default)
+    paper = load_config(REPO_ROOT / "config" / "studies" / "lic_rag.yaml")
+    ps = paper["lic_rag"]["sharding"]
+    assert ps["steps"] == 2 and ps["replace_failed"] == 50 and ps["variability"] == {"questions": 1, "samples": 15}
+    reserve = "res/lic_rag/shards/hotpotqa/reserve_questions.jsonl"
+    assert W.question_files(paper, L, "hotpotqa") == ["res/datasets/hotpotqa/questions.jsonl", reserve]
+    assert W.shard_inputs(paper, L, "P", "hotpotqa")["reserve"] == reserve
+    assert W.simulate_inputs(paper, L, "P", "hotpotqa", "bm25")["questions"] == W.question_files(paper, L, "hotpotqa")
+    assert W.shard_outputs(paper, L) == {"variability": "res/lic_rag/shards/{dataset}/variability.json"}
+    assert STUDY.artifacts(paper, L)["shard_variability"][0] == "res/lic_rag/shards/hotpotqa/variability.json"
+    assert STUDY.context(paper)["reproduction"]["shard_wording_samples"] == 15
+    assert W.shard_settings(paper)["replace_failed"] == 50

@@ -60,6 +60,9 @@ class LicRag(Study):
             "questions": [layout.questions(d) for d in lic["datasets"]],
             "shards": [paths.shards(layout, d, "final.jsonl") for d in lic["datasets"]],
             "corpora": [layout.corpus(config["datasets"][d]["corpus"]) for d in lic["datasets"]],
+            # shard-wording variability (sharding.variability): None when off, so shard_wording is not built
+            "shard_variability": [paths.shards(layout, d, "variability.json") for d in lic["datasets"]]
+            if lic["sharding"]["variability"]["questions"] else None,
         }
         return {**arts, **reproduction_artifacts(self, layout, arts)}
 
@@ -76,7 +79,9 @@ class LicRag(Study):
         # what the run used, against what each published number requires (resources/published/lic_rag.yaml)
         run = {"models": list(lic["models"]), "data": [dataset_identity(config, d) for d in lic["datasets"]],
                "retrievers": [retriever_identity(config, r) for r in rets], "sharding_model": sharding,
-               **{f"{k}_model": lic[k]["model"] or sharding for k in ("user_simulator", "classifier", "judge")}}
+               **{f"{k}_model": lic[k]["model"] or sharding for k in ("user_simulator", "classifier", "judge")},
+               "shard_wording_samples": lic["sharding"]["variability"]["samples"]
+               if lic["sharding"]["variability"]["questions"] else None}
         return {"boot": lic["bootstrap"], "analysis": lic["analysis"], "datasets": lic["datasets"],
                 "closed_retrievers": [r for r in rets if is_closed_book(config, r)],
                 "explorers": [r for r in rets if capabilities(retriever_kind(config, r)).cost_class == "explorer"],

@@ -29,9 +29,12 @@ The analyses (each a function returning a DataFrame; ``TARGETS`` maps target nam
   closed-book FULL F1 per dataset (else the shards lost information); and the closed-book
   CONCAT/FULL retention per model.
 - Recall@k per turn and cumulatively across turns.
+- Shard-wording variability (§A.2): distinct wordings of one question's repeated shard sets.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -790,3 +793,49 @@ def coverage_decline_by_model(scores: pd.DataFrame, boot: dict, metric: str = "b
     return (cc.groupby(["model", "policy", "metric"], sort=True)
             .agg(cells=("retriever", "size"), covered_pairs=("covered_pairs", "sum"),
                  gap_covered=("gap_covered", "mean"), gap_all=("gap_all", "mean")).reset_index())
+
+
+# ---- §A.2 shard-wording variability ----------------------------------------------------------
+
+_PUNCT = re.compile(r"[^\w\s]")
+
+
+def normalise_wording(text: str) -> str:
+    """A shard's wording for comparison: lower case, punctuation removed, whitespace collapsed."""
+    return " ".join(_PUNCT.sub("", text.lower()).split())
+
+
+def distinct_wordings(samples: list[list[str]]) -> int:
+    """How many different shard sets ``samples`` (each a list of shard texts) hold once each
+    shard's wording is normalised (``normalise_wording``); order and number of shards count,
+    and an empty set (nothing parsed) is one wording of its own."""
+    return len({tuple(normalise_wording(s) for s in shards) for shards in samples})
+
+
+WORDING_COLUMNS = ["dataset", "qid", "questions", "samples", "distinct_wordings", "ci_low", "ci_high",
+                   "distinct_shard_counts", "pass_share"]
+
+
+def shard_wording(variability: list[dict], boot: dict) -> pd.DataFrame:
+    """Per dataset and question: the shard sets sampled, their distinct wordings, distinct
+    shard counts and the share passing the checks; then a pooled row (``dataset`` and ``qid``
+    ``all``): means over the questions, with a bootstrap interval over questions for the
+    distinct wordings, and the share of all samples that pass."""
+    rows = []
+    for v in variability:
+        for q in v.get("questions", []):
+            sets = [s["shards"] for s in q["samples"]]
+            rows.append({"dataset": q["dataset"], "qid": q["qid"], "questions": 1, "samples": len(sets),
+                         "distinct_wordings": distinct_wordings(sets), "ci_low": np.nan, "ci_high": np.nan,
+                         "distinct_shard_counts": len({len(s) for s in sets}),
+                         "pass_share": float(np.mean([s["passed"] for s in q["samples"]])) if sets else np.nan})
+    if not rows:
+        return pd.DataFrame(columns=WORDING_COLUMNS)
+    df = pd.DataFrame(rows)
+    ci = bootstrap_ci(df.distinct_wordings.to_numpy(float), boot["n_resamples"], boot["seed"])
+    n_samples = df.samples.sum()
+    pooled = {"dataset": "all", "qid": "all", "questions": len(df), "samples": float(df.samples.mean()),
+              "distinct_wordings": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"],
+              "distinct_shard_counts": float(df.distinct_shard_counts.mean()),
+              "pass_share": float((df.pass_share * df.samples).sum() / n_samples) if n_samples else np.nan}
+    return pd.concat([df, pd.DataFrame([pooled])], ignore_index=True)[WORDING_COLUMNS]

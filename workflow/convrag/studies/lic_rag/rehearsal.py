@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from convrag.io import write_parquet
+from convrag.io import write_json, write_parquet
 from convrag.studies.lic_rag.judges import CATEGORIES
 from convrag.studies.lic_rag.plan import MULTI_TURN, simulate_cells
 
@@ -59,4 +59,15 @@ def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int =
     paths = {"scores": str(folder / "conversations.parquet"), "turns": str(folder / "turns.parquet")}
     write_parquet(pd.DataFrame(convs), paths["scores"])
     write_parquet(pd.DataFrame(turns), paths["turns"])
+    var = lic["sharding"]["variability"]
+    if var["questions"]:  # shard-wording variability samples: a few wordings per question
+        paths["shard_variability"] = []
+        for ds in lic["datasets"]:
+            qs = [{"qid": f"{ds}-q{q:03d}", "dataset": ds, "question": "?",
+                   "samples": [{"sample": k, "shards": ["goal", f"clue {int(rng.integers(0, 4))}"],
+                                "passed": bool(rng.uniform() < 0.8)} for k in range(var["samples"])]}
+                  for q in range(var["questions"])]
+            path = folder / ds / "variability.json"
+            write_json(path, {"steps": lic["sharding"]["steps"], "samples": var["samples"], "questions": qs})
+            paths["shard_variability"].append(str(path))
     return paths

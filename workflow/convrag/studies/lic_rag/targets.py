@@ -153,12 +153,20 @@ def _datasets(inputs: dict, ctx: dict) -> pd.DataFrame:
                           zip(ctx["datasets"], inputs["questions"], inputs["shards"], inputs["corpora"])})
 
 
+def _shard_wording(inputs: dict, ctx: dict) -> pd.DataFrame:
+    from convrag.io import read_json
+
+    return A.shard_wording([read_json(p) for p in inputs["shard_variability"]], ctx["boot"])
+
+
 def _t(name, kind, fn, plot=None):
     return Target(name, kind, _scored(fn), plot, inputs=("scores", "turns"))
 
 
 TARGETS = {t.name: t for t in [
     Target("datasets", "table", _datasets, inputs=("questions", "shards", "corpora")),
+    # built only when lic_rag.sharding.variability is on (its artifact is None otherwise)
+    Target("shard_wording", "table", _shard_wording, inputs=("shard_variability",)),
     _t("table2_full_vs_sharded", "table", lambda s, t, c: A.table2(s, *_boot(c), closed_retrievers=c["closed_retrievers"])),
     _t("decomposition", "table", lambda s, t, c: A.decomposition(s, c["boot"])),
     _t("recovery", "table", lambda s, t, c: A.recovery(s, c["boot"])),
