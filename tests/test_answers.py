@@ -39,3 +39,17 @@ def test_extracts(text, expected):
 )
 def test_none(text):
     assert extract_answer(text) is None
+
+
+def test_reasoning_block_is_not_the_reply():
+    """A thinking model's draft Answer line inside <think> is never taken; a reply cut off
+    while thinking has no answer; text without a think block is unchanged."""
+    from convrag.rag.answers import visible_reply
+
+    thought = "<think>\nMaybe Paris?\nAnswer: Paris\n</think>\n\nIt is Lyon.\nAnswer: Lyon"
+    assert extract_answer(thought) == "Lyon"
+    assert visible_reply(thought) == "It is Lyon.\nAnswer: Lyon"
+    assert extract_answer("<think>\nAnswer: Paris\nstill thinking") is None
+    assert visible_reply("<think>cut off") == ""
+    assert visible_reply("Plain reply.\nAnswer: X") == "Plain reply.\nAnswer: X"
+    assert extract_answer("<think>\n</think>\nI need more details. Which person?") is None

@@ -285,3 +285,54 @@ def test_stopping_rule_documented_in_module():
     import convrag.studies.lic_rag.simulate as m
 
     assert re.search(r"Stopping rule: a conversation ends when the extracted answer is correct", m.__doc__)
+
+
+def test_closed_book_uses_its_own_system_prompt_and_open_book_the_passage_one():
+    _, eng, _ = _run([("FULL", "none")], name="closed_book", kind="closed_book", runs=1)
+    systems = {r.messages[0]["content"] for r in eng.requests}
+    assert systems == {PROMPTS["assistant_system_closed_book"]}
+    assert "passage" not in PROMPTS["assistant_system_closed_book"].lower()
+    _, eng, _ = _run([("FULL", "none")], runs=1)
+    assert {r.messages[0]["content"] for r in eng.requests} == {PROMPTS["assistant_system"]}
+    # the answer rule asks for the Answer line whenever a reply gives an answer, not always
+    for key in ("assistant_system", "assistant_system_closed_book"):
+        assert "Whenever your reply gives an answer" in PROMPTS[key] and "Always end" not in PROMPTS[key]
+
+
+def test_reasoning_is_recorded_but_never_shown_again():
+    """A thinking assistant's <think> block stays in the turn record, is not parsed for the
+    answer and is not sent back, neither to the assistant nor to the user simulator."""
+    class Thinking(ScriptedEngine):
+        def generate(self, reqs, desc=None):
+            out = super().generate(reqs, desc)
+            if self.kinds[-1] == "assistant":
+                out = [Response(text="<think>\nSECRET draft\nAnswer: Wrong\n</think>\n" + r.text, prompt_tokens=10,
+                                completion_tokens=2, finish_reason="stop") for r in out]
+            return out
+
+    eng = Thinking()
+    out = _runner([("SHARDED", "history")], eng, runs=1).run([Q1], SHARDS)
+    conv = out[("SHARDED", "history")][0]
+    a_turns = [t for t in conv.turns if t["role"] == "assistant"]
+    assert a_turns[0]["text"].startswith("<think>") and a_turns[0]["answer"] == "Paris"
+    assert conv.final_answer == "Ranholm"
+    later = [m["content"] for r in eng.requests[1:] for m in r.messages]
+    assert not any("SECRET" in m for m in later)
+
+
+def test_per_model_assistant_settings_and_reasoning_switch():
+    from convrag.studies.lic_rag.plan import job_settings, reasoning
+    from convrag.studies.lic_rag.wiring import reasoning_arg
+
+    lic = {"runs": 1, "chunk_size": 5, "top_k": 2, "recall_k": 2, "seed": 0, "max_extra_turns": 1,
+           "assistant": {"temperature": 0.7, "top_p": 0.95, "max_tokens": 64, "stop": []},
+           "user_simulator": {}, "classifier": {}, "judge": {},
+           "assistant_by_model": {"qwen3-8b": {"temperature": 0.6, "max_tokens": 4096, "reasoning": True},
+                                  "gemma": {"max_tokens": 256, "reasoning": False}}}
+    assert job_settings(lic, "qwen3-8b")["assistant"] == {"temperature": 0.6, "top_p": 0.95, "max_tokens": 4096,
+                                                          "stop": []}
+    assert job_settings(lic, "llama")["assistant"] == lic["assistant"]
+    assert job_settings(lic)["assistant"] == lic["assistant"]
+    assert (reasoning(lic, "qwen3-8b"), reasoning(lic, "gemma"), reasoning(lic, "llama")) == (True, False, None)
+    config = {"lic_rag": lic}
+    assert [reasoning_arg(config, m) for m in ("qwen3-8b", "gemma", "llama")] == ["--reasoning on", "--reasoning off", ""]

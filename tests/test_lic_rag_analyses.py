@@ -415,3 +415,37 @@ def test_shard_wording_table_per_question_and_pooled():
     assert pooled.distinct_wordings == 2 and pooled.ci_low == 2 and pooled.ci_high == 2
     assert pooled.pass_share == pytest.approx(4 / 6)  # 2 of 4 plus 2 of 2 samples pass
     assert L.shard_wording([], BOOT).empty
+
+
+def test_retention_of_the_largest_model_per_family():
+    """§5.1: closed-book CONCAT/FULL over the largest LLM of each family, a ratio of means over
+    their (LLM, dataset, question) pairs. big-a: FULL .5/.5, CONCAT .5/.3; big-b: FULL 1/0,
+    CONCAT .8/0 -> (.5+.3+.8+0)/(.5+.5+1+0) = 1.6/2.0 = 0.8; small-a (not largest) is left out."""
+    def model(m, full, concat):
+        s = _scores({("q1", "FULL", "none"): [full[0]], ("q1", "CONCAT", "none"): [concat[0]],
+                     ("q2", "FULL", "none"): [full[1]], ("q2", "CONCAT", "none"): [concat[1]]}, retriever="closed_book")
+        return s.assign(model=m)
+
+    s = pd.concat([model("big-a", (0.5, 0.5), (0.5, 0.3)), model("big-b", (1.0, 0.0), (0.8, 0.0)),
+                   model("small-a", (1.0, 1.0), (0.0, 0.0))], ignore_index=True)
+    t = L.closed_book_retention(s, ["closed_book"], {"a": "big-a", "b": "big-b", "c": "absent"})
+    row = t[t.model == "largest_per_family"].iloc[0]
+    assert row.retention == pytest.approx(0.8) and row.models == "big-a, big-b" and row.n_questions == 2
+    assert row.retention_ci_low <= 0.8 <= row.retention_ci_high
+    assert "largest_per_family" not in set(L.closed_book_retention(s, ["closed_book"]).model)
+
+
+def test_largest_per_family_from_the_registry(tmp_path):
+    from convrag.studies.lic_rag.wiring import largest_per_family
+
+    reg = tmp_path / "models.yaml"
+    reg.write_text(
+        "qwen3-8b: {backend: transformers, weights: {hf_repo: o/a}, params_b: 8.2}\n"
+        "qwen3.6-27b: {backend: transformers, weights: {hf_repo: o/b}, params_b: 27.0}\n"
+        "gemma-x: {backend: transformers, weights: {hf_repo: o/c}, params_b: 12.0, family: gemma}\n"
+        "gemma-api: {backend: openai, api_model: g, base_url: 'http://x', api_key_env: K, family: gemma}\n"
+        "luna-5.6: {backend: openai, api_model: l, base_url: 'http://x', api_key_env: K}\n")
+    config = {"models_registry": str(reg),
+              "lic_rag": {"models": ["qwen3-8b", "qwen3.6-27b", "gemma-x", "gemma-api", "luna-5.6"]}}
+    # qwen: the 27B; gemma: one size unknown -> no largest; luna: its only model
+    assert largest_per_family(config) == {"qwen": "qwen3.6-27b", "luna": "luna-5.6"}

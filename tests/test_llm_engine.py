@@ -212,3 +212,22 @@ def test_preallocated_kv_buffers_give_the_concatenating_cache_texts(backend, mon
     backend.generate(reqs[:3])  # stores those prompts: the next call reuses them into its buffers
     reused = backend.generate(reqs)
     assert [r.text for r in reused] == [r.text for r in plain]
+
+
+def test_pool_template_kwargs_change_identity_and_backend(tmp_path, monkeypatch):
+    """A grid's thinking switch: the engine's chat-template variables (and so its model id and
+    cache keys) change, the registry entry's own are kept, and each setting gets its backend."""
+    from convrag.llm.engine import EnginePool
+
+    reg = tmp_path / "models.yaml"
+    reg.write_text("q:\n  backend: openai\n  api_model: q\n  base_url: http://127.0.0.1:9\n  api_key_env: NO_SUCH_KEY_ENV\n"
+                   "  chat_template_kwargs: {other: 1}\n")
+    monkeypatch.setenv("NO_SUCH_KEY_ENV", "x")  # the backend is built (never called)
+    pool = EnginePool(reg, None)
+    plain, think = pool.engine("q", role="a"), pool.engine("q", role="b", template_kwargs={"enable_thinking": True})
+    assert plain.spec.chat_template_kwargs == {"other": 1}
+    assert think.spec.chat_template_kwargs == {"other": 1, "enable_thinking": True}
+    assert plain.model_id != think.model_id
+    assert pool.backend(plain.spec) is pool.backend(plain.spec)
+    assert pool.backend(plain.spec) is not pool.backend(think.spec)
+    pool.close()

@@ -34,7 +34,8 @@ def test_the_lic_rag_paper_grid_rehearses_at_full_shape(lic_rag_rehearsal):
     assert len(want) == 5 * ((7 * 10 + 8) * 8 + 10 * 5) == 3370
     assert len(scores) == len(want) * 2 * 2  # 2 questions x 2 runs per cell
     # every target the score files feed is built (the datasets table needs the real questions)
-    built = {n for n, t in study.targets().items() if set(t.inputs) <= {"scores", "turns"} or not t.inputs}
+    built = {n for n, t in study.targets().items()
+             if set(t.inputs) <= {"scores", "turns", "shard_variability"} or not t.inputs}
     assert built | {"reproduction"} == set(tables) and "datasets" not in tables
     for name in tables:
         assert (out / "figures" / f"{name}.png").exists() or (out / "tables" / f"{name}.csv").exists(), name
@@ -46,7 +47,12 @@ def test_the_plan_names_a_cell_for_every_resolved_number(lic_rag_rehearsal):
     assert len(df) == len(load_published(published_path("lic_rag"), "lic_rag").entries) == 86
     repro = pd.read_csv(tables["reproduction"]).set_index("id")
     resolved = df[df.status == RESOLVED]
-    assert len(resolved) >= 82 and (df.status == "unavailable").sum() == 3 and (df.status == "unresolved").sum() == 0
+    assert len(resolved) >= 84 and (df.status == "unavailable").sum() == 2 and (df.status == "unresolved").sum() == 0
+    # the paper config uses the project's own prompts: resolved, each marked, and comparable only
+    # once lic_rag.prompts names the paper's (the reproduction table says which prompts it used)
+    assert resolved.reason.str.contains("own prompt wording").all()
+    assert repro.loc[resolved.id, "reason"].str.contains("own prompt wording").all()
+    assert set(repro.prompts) == {"assistant: own wording; shard: own wording"}
     for r in resolved.itertuples():  # the rehearsed reproduction table has a value for each of them
         assert math.isfinite(repro.loc[r.id, "ours"]), r.id
         assert r.target and r.column

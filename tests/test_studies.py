@@ -197,3 +197,45 @@ def test_lic_rag_sharding_keys_wire_reserve_and_variability():
     assert STUDY.artifacts(paper, L)["shard_variability"][0] == "res/lic_rag/shards/hotpotqa/variability.json"
     assert STUDY.context(paper)["reproduction"]["shard_wording_samples"] == 15
     assert W.shard_settings(paper)["replace_failed"] == 50
+
+
+def test_lic_rag_prompt_files_the_user_supplies(tmp_path):
+    """lic_rag.prompts names the user's files (e.g. written from the paper's appendix): the jobs
+    read them instead of the project's wording, a file missing a prompt fails at start-up with the
+    config key, the file and the prompt, and the reproduction context says which prompts ran."""
+    import yaml
+
+    from convrag.errors import ConfigError
+    from convrag.layout import Layout
+    from convrag.studies.lic_rag import STUDY
+    from convrag.studies.lic_rag import wiring as W
+
+    own = yaml.safe_load((REPO_ROOT / "resources/prompts/lic_rag/assistant.yaml").read_text())
+    shard = yaml.safe_load((REPO_ROOT / "resources/prompts/shard.yaml").read_text())
+    a, s = tmp_path / "assistant.yaml", tmp_path / "shard.yaml"
+    a.write_text(yaml.safe_dump({**own, "assistant_system": "Paper wording."}))
+    s.write_text(yaml.safe_dump(shard))
+    from convrag.config import validate_config
+
+    def load(prompts):
+        raw = yaml.safe_load((REPO_ROOT / "config" / "studies" / "lic_rag.yaml").read_text())
+        raw["lic_rag"]["prompts"] = prompts
+        return validate_config(raw, source="paper.yaml")
+
+    cfg = load({"assistant": str(a), "shard": str(s)})
+    L = Layout("res")
+    assert W.simulate_inputs(cfg, L, "P", "hotpotqa", "bm25")["prompts"] == str(a)
+    assert W.shard_inputs(cfg, L, "P", "hotpotqa")["prompts"] == str(s)
+    run = STUDY.context(cfg)["reproduction"]
+    assert run["prompts"] == "supplied" and run["prompts_used"] == f"assistant: {a}; shard: {s}"
+    half = load({"assistant": str(a)})
+    assert STUDY.context(half)["reproduction"]["prompts"] == "own"
+    assert W.shard_inputs(half, L, "P", "hotpotqa")["prompts"] == "P/shard.yaml"
+    del own["nudge"]
+    a.write_text(yaml.safe_dump(own))
+    with pytest.raises(ConfigError, match=r"lic_rag\.prompts\.assistant: .*assistant\.yaml: missing prompt 'nudge'"):
+        load({"assistant": str(a)})
+    del shard["rephrase"]  # the paper config shards in two steps: both step prompts are needed
+    s.write_text(yaml.safe_dump(shard))
+    with pytest.raises(ConfigError, match=r"lic_rag\.prompts\.shard: .*missing prompt 'rephrase\.user'"):
+        load({"shard": str(s)})

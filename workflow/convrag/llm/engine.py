@@ -271,14 +271,20 @@ class EnginePool:
         self.cache = LLMCache(cache_path) if cache_path is not None else None
         self._backends: dict[str, Any] = {}
 
-    def engine(self, model: str, role: str | None = None) -> Engine:
-        return Engine(get_spec(self.registry, model), self.cache, pool=self, role=role)
+    def engine(self, model: str, role: str | None = None, template_kwargs: dict | None = None) -> Engine:
+        spec = get_spec(self.registry, model)
+        if template_kwargs:
+            spec = dataclasses.replace(spec, chat_template_kwargs={**(spec.chat_template_kwargs or {}),
+                                                                    **template_kwargs})
+        return Engine(spec, self.cache, pool=self, role=role)
 
     def backend(self, spec: ModelSpec):
-        if spec.name not in self._backends:
+        # one backend per model and chat-template variables (a model with thinking on and off)
+        key = f"{spec.name} {canonical_json(spec.chat_template_kwargs or {})}"
+        if key not in self._backends:
             from convrag.llm.backends import make_backend
-            self._backends[spec.name] = make_backend(spec)
-        return self._backends[spec.name]
+            self._backends[key] = make_backend(spec)
+        return self._backends[key]
 
     def close(self) -> None:
         for b in self._backends.values():

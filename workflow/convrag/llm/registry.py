@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ class ModelSpec:
     max_retries: int = 5
     timeout_s: float = 120.0
     params_b: float | None = None
+    family: str | None = None  # the model family (default: the name's leading letters, qwen3-8b -> qwen)
     source: str = field(default="", repr=False)  # the registry file, for error messages
     _resolved: str | None = field(default=None, repr=False, compare=False)  # a `lock` revision's commit
 
@@ -84,6 +86,11 @@ class ModelSpec:
             except importlib.metadata.PackageNotFoundError:
                 return None
         return None
+
+    def model_family(self) -> str:
+        """Its family, for analyses that take the largest model of each (``family``, else the
+        letters its name starts with: ``llama-3.1-8b`` -> llama, ``qwen3.6-27b`` -> qwen)."""
+        return self.family or re.match(r"[A-Za-z]*", self.name).group(0).lower() or self.name
 
     def model_id(self) -> str:
         """What is actually run (backend, weights, template, dtype, API model), as canonical JSON.
@@ -158,6 +165,8 @@ def _check(spec: ModelSpec) -> None:
         raise ConfigError(f"{w('gpu_memory_utilization')}: expected a number in (0, 1]")
     if not isinstance(spec.timeout_s, (int, float)) or spec.timeout_s <= 0:
         raise ConfigError(f"{w('timeout_s')}: expected a positive number")
+    if spec.family is not None and not isinstance(spec.family, str):
+        raise ConfigError(f"{w('family')}: expected a name")
     if spec.params_b is not None and not isinstance(spec.params_b, (int, float)):
         raise ConfigError(f"{w('params_b')}: expected a number (billions of parameters)")
     if spec.backend in ("transformers", "vllm") and not spec.weights:

@@ -30,14 +30,16 @@ class Job:
         self._pool = None
         self.roles: dict = {}
 
-    def engine(self, model: str, role: str):
+    def engine(self, model: str, role: str, template_kwargs: dict | None = None):
+        """``template_kwargs``: chat-template variables over the registry entry's (a grid's own
+        thinking switch); they are part of the model's identity, hence of its cache keys."""
         if not self.registry:
             raise ConfigError(f"the {role} model '{model}' needs --registry")
         if self._pool is None:
             from convrag.llm.engine import EnginePool
 
             self._pool = EnginePool(self.registry, self.cache)
-        self.roles[role] = engine = self._pool.engine(model, role=role)
+        self.roles[role] = engine = self._pool.engine(model, role=role, template_kwargs=template_kwargs)
         return engine
 
     def accounting(self, **counts) -> dict:

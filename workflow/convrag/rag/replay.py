@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from convrag.errors import ConfigError, DataError
 from convrag.llm.types import Sampling
-from convrag.rag.answers import extract_answer
+from convrag.rag.answers import extract_answer, visible_reply
 from convrag.rag.policies import make_queries
 from convrag.rag.reader import Reader
 from convrag.rag.retrieve import query_states
@@ -36,7 +36,7 @@ from convrag.records import Passage, TurnTask
 from convrag.retrieval.base import Capabilities, SearchResult
 
 PASSAGE_SOURCES = ("retrieved", "run", "reference", "none")
-ANSWER_FORMATS = {"text": lambda s: s.strip() or None, "answer_line": extract_answer}
+ANSWER_FORMATS = {"text": lambda s: visible_reply(s).strip() or None, "answer_line": extract_answer}
 
 
 @dataclass

@@ -72,7 +72,10 @@ def plan(study, config: dict, tables: dict[str, str]) -> pd.DataFrame:
     cache: dict = {}
     rows = []
     for e in pub.entries:
-        world = requirement_failures(e.requires, run, pub.unreleased)
+        # the project's own prompt wording is the config's choice, not the world: such a number is
+        # resolved, with the note (it turns comparable when the user supplies the paper's prompts)
+        world = requirement_failures({k: v for k, v in e.requires.items() if k != "prompts"}, run, pub.unreleased)
+        prompt_note = requirement_failures({k: v for k, v in e.requires.items() if k == "prompts"}, run)
         row = {"id": e.id, "source": e.source, "what": e.what, "published": e.value,
                "target": e.ours.target if e.ours else "", "row": _where_text(e.ours.where) if e.ours else "",
                "column": e.ours.value if e.ours else ""}
@@ -87,7 +90,7 @@ def plan(study, config: dict, tables: dict[str, str]) -> pd.DataFrame:
         elif world:
             rows.append({**row, "status": UNAVAILABLE, "reason": "; ".join(world)})
         else:
-            rows.append({**row, "status": RESOLVED, "reason": e.reason or ""})
+            rows.append({**row, "status": RESOLVED, "reason": "; ".join([*prompt_note, *[e.reason or ""]]).strip("; ")})
     return pd.DataFrame(rows, columns=["id", "source", "what", "published", "status", "target", "row", "column",
                                        "reason"])
 
@@ -96,6 +99,9 @@ def summary_line(df: pd.DataFrame) -> str:
     n = df["status"].value_counts()
     line = (f"resolved {int(n.get(RESOLVED, 0))} of {len(df)} published numbers; "
             f"{int(n.get(UNAVAILABLE, 0))} unavailable; {int(n.get(UNRESOLVED, 0))} unresolved")
+    own = int(df["reason"].fillna("").str.contains("own prompt wording").sum())
+    line += f"; {own} of them on the project's own prompt wording (not comparable until lic_rag.prompts " \
+        "names the paper's)" if own else ""
     return line + (f"; {int(n[AMBIGUOUS])} ambiguous" if n.get(AMBIGUOUS) else "")
 
 

@@ -45,7 +45,11 @@ KINDS = ("estimate", "deterministic")
 # (ratios, recovery shares that may pass 1); count: non-negative counts (tokens, calls, contexts)
 SCALES = {"points": 100.0, "share": 1.0, "ratio": None, "count": None}
 COLUMNS = ["id", "source", "what", "scale", "published", "published_ci_low", "published_ci_high", "ours",
-           "ours_ci_low", "ours_ci_high", "kind", "tolerance", "verdict", "reason", "target", "where"]
+           "ours_ci_low", "ours_ci_high", "kind", "tolerance", "verdict", "reason", "target", "where", "prompts"]
+# A published file's ``requires: {prompts: supplied}``: the number depends on the paper's prompts, so
+# a run with the project's own wording (the run's ``prompts``: "own") is "not comparable: own prompt
+# wording"; ``prompts_used`` (the run's prompt files, in words) fills every row's ``prompts`` column.
+OWN_PROMPTS, SUPPLIED_PROMPTS = "own", "supplied"
 
 _FILE_KEYS = {"study", "requires", "unreleased", "entries"}
 _ENTRY_KEYS = {"id", "source", "what", "value", "ci", "scale", "kind", "tolerance", "ours", "reason", "requires",
@@ -334,6 +338,10 @@ def requirement_failures(requires: dict, run: dict, unreleased: dict | None = No
     unreleased = unreleased or {}
     out = []
     for key, need in requires.items():
+        if key == "prompts":  # the paper's prompts (a file the user supplies) or the project's own wording
+            if need == SUPPLIED_PROMPTS and run.get("prompts") != SUPPLIED_PROMPTS:
+                out.append("own prompt wording")
+            continue
         if key not in run or run[key] is None:
             out.append(f"this run has no {key.replace('_', ' ')}")
             continue
@@ -474,6 +482,7 @@ def reproduction_table(study_key: str, published_path, tables: dict[str, str], c
             "ours_ci_high": val(found.get("high")),
             "kind": e.kind, "tolerance": nan if e.tolerance is None else e.tolerance, "verdict": v, "reason": why,
             "target": e.ours.target if e.ours else "", "where": _where_text(e.ours.where) if e.ours else "",
+            "prompts": run.get("prompts_used", ""),
         })
     return pd.DataFrame(rows, columns=COLUMNS)
 

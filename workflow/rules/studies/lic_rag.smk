@@ -160,7 +160,8 @@ rule lic_rag_simulate:
         gpu=lambda wc: gpu_resources(wc.model)["gpu"],
         gpu_model=lambda wc: gpu_resources(wc.model).get("gpu_model", ""),
     params:
-        settings=jarg(lic_wiring.simulate_settings(config)),
+        settings=lambda wc: jarg(lic_wiring.simulate_settings(config, wc.model)),
+        reasoning=lambda wc: lic_wiring.reasoning_arg(config, wc.model),
         cells=lambda wc: lic_wiring.cells_arg(config, wc.retriever),
         retriever_kind=lambda wc: retriever_kind(config, wc.retriever),
         retriever_params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),
@@ -180,7 +181,7 @@ rule lic_rag_simulate:
         " --user-model {params.user_model} --cells {params.cells} --chunk {wildcards.chunk}"
         " --classifier-model {params.classifier} --classifier-prompts {input.classifier_prompts}"
         " --judge-model {params.judge} --judge-prompts {input.judge_prompts}"
-        " --settings {params.settings} --registry {params.registry} --cache {params.cache}"
+        " --settings {params.settings} {params.reasoning} --registry {params.registry} --cache {params.cache}"
         " --threads {threads} --out-dir {params.out_dir} --accounting {output.accounting} 2> {log}"
 
 

@@ -13,6 +13,28 @@ from __future__ import annotations
 from convrag.studies.base import Study
 
 
+def _check_prompt_file(role: str, path: str, steps: int, source: str) -> None:
+    """``lic_rag.prompts.<role>`` names a readable file with every prompt the stage uses."""
+    from convrag.errors import ConfigError
+    from convrag.judges.prompts import check_prompts
+    from convrag.resources import read_prompt_file
+    from convrag.studies.lic_rag.simulate import check_prompts as check_assistant
+
+    def check_shard(p, where):
+        check_prompts(p, where, {"user": {"question"}}, ("system",))
+        if steps == 2:
+            check_prompts(p, where, {"segment.user": {"question"}, "rephrase.user": {"question", "units"}},
+                          ())
+            for k in ("segment", "rephrase"):
+                if not isinstance(p[k].get("system"), str):
+                    raise ConfigError(f"{where}: missing prompt '{k}.system'")
+
+    try:
+        read_prompt_file(path, check_assistant if role == "assistant" else check_shard, f"{role} prompts")
+    except ConfigError as e:
+        raise ConfigError(f"{source}: lic_rag.prompts.{role}: {e}") from e
+
+
 class LicRag(Study):
     key = "lic_rag"
     title = "Lost in Conversation or Lost in Translation? Diagnosing Multi-Turn Degradation in RAG"
@@ -26,6 +48,9 @@ class LicRag(Study):
         check_names(source, "lic_rag.datasets", lic["datasets"], config["datasets"])
         check_names(source, "lic_rag.retrievers", lic["retrievers"], config["retrievers"])
         check_names(source, "lic_rag.models", lic["models"], registry)
+        for role, path in lic["prompts"].items():  # a prompt file the user supplies: its keys, at start-up
+            if path:
+                _check_prompt_file(role, path, lic["sharding"]["steps"], source)
         for ret, models in lic["retriever_models"].items():
             if ret not in lic["retrievers"]:
                 raise unknown_name(source, f"lic_rag.retriever_models.{ret}", ret, lic["retrievers"])
@@ -71,7 +96,7 @@ class LicRag(Study):
         from convrag.report.reproduction import dataset_identity, retriever_identity
         from convrag.retrieval import capabilities
 
-        from convrag.studies.lic_rag.wiring import model_rows, retrieval_system_rows
+        from convrag.studies.lic_rag.wiring import largest_per_family, model_rows, prompts_used, retrieval_system_rows
 
         lic = config["lic_rag"]
         rets = lic["retrievers"]
@@ -81,12 +106,14 @@ class LicRag(Study):
                "retrievers": [retriever_identity(config, r) for r in rets], "sharding_model": sharding,
                **{f"{k}_model": lic[k]["model"] or sharding for k in ("user_simulator", "classifier", "judge")},
                "shard_wording_samples": lic["sharding"]["variability"]["samples"]
-               if lic["sharding"]["variability"]["questions"] else None}
+               if lic["sharding"]["variability"]["questions"] else None,
+               **prompts_used(lic)}
         return {"boot": lic["bootstrap"], "analysis": lic["analysis"], "datasets": lic["datasets"],
                 "closed_retrievers": [r for r in rets if is_closed_book(config, r)],
                 "explorers": [r for r in rets if capabilities(retriever_kind(config, r)).cost_class == "explorer"],
                 "pog": [r for r in rets if retriever_kind(config, r) == "pog"],
-                "retrieval_systems": retrieval_system_rows(config), "models": model_rows(config), "reproduction": run}
+                "retrieval_systems": retrieval_system_rows(config), "models": model_rows(config),
+                "largest_per_family": largest_per_family(config), "reproduction": run}
 
     def rehearsal_inputs(self, config, folder, questions=4, runs=2, seed=0):
         from pathlib import Path

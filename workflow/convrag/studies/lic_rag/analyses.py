@@ -545,9 +545,12 @@ def _retention(full, concat) -> float:
     return float(concat.mean() / full.mean()) if full.mean() > 0 else np.nan
 
 
-def closed_book_retention(scores: pd.DataFrame, closed_retrievers: list[str]) -> pd.DataFrame:
+def closed_book_retention(scores: pd.DataFrame, closed_retrievers: list[str],
+                          largest: dict[str, str] | None = None) -> pd.DataFrame:
     """Closed-book CONCAT / FULL F1 per dataset and LLM, and over all datasets per LLM (a ratio of
-    means with a 95% interval resampling questions)."""
+    means with a 95% interval resampling questions). ``largest`` (family -> the grid's largest
+    LLM of it): one more row, ``model = largest_per_family`` (§5.1: 94.3%), the ratio of means
+    over those LLMs' (LLM, dataset, question) pairs, its interval resampling questions."""
     rows = []
     for (ds, model), g in _closed(scores, closed_retrievers).groupby(["dataset", "model"], sort=True):
         full, concat = (_per_question(g[g.condition == c], "final_f1") for c in ("FULL", "CONCAT"))
@@ -572,6 +575,21 @@ def closed_book_retention(scores: pd.DataFrame, closed_retrievers: list[str]) ->
             rows.append({"dataset": "all", "model": model, "n_questions": len(idx), "f1_full_closed": f.mean(),
                          "f1_concat_closed": c.mean(), "retention": _retention(f, c), "retention_ci_low": b["ci_low"],
                          "retention_ci_high": b["ci_high"]})
+    models = sorted(m for m in (largest or {}).values() if m in set(closed["model"]))
+    if models:
+        g = closed[closed.model.isin(models)]
+        full, concat = _pair_means(g, "FULL"), _pair_means(g, "CONCAT")
+        idx = full.index.intersection(concat.index)
+        if not idx.empty:
+            from convrag.stats.bootstrap import bootstrap_statistic
+
+            f, c = full[idx].to_numpy(), concat[idx].to_numpy()
+            b = bootstrap_statistic([f, c], _retention, n_resamples=1000, seed=0,
+                                    clusters=[f"{d}/{q}" for d, _, q in idx])
+            rows.append({"dataset": "all", "model": "largest_per_family", "models": ", ".join(models),
+                         "n_questions": len({(d, q) for d, _, q in idx}), "f1_full_closed": f.mean(),
+                         "f1_concat_closed": c.mean(), "retention": _retention(f, c),
+                         "retention_ci_low": b["ci_low"], "retention_ci_high": b["ci_high"]})
     return pd.DataFrame(rows)
 
 

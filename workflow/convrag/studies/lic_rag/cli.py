@@ -42,7 +42,8 @@ def cmd_simulate(a):
     from convrag.studies.lic_rag import STUDY
     from convrag.studies.lic_rag.labels import label
     from convrag.studies.lic_rag.plan import Settings, job_block
-    from convrag.studies.lic_rag.simulate import ConversationRunner
+    from convrag.resources import read_prompt_file
+    from convrag.studies.lic_rag.simulate import ConversationRunner, check_prompts
 
     block = job_block(a.settings)
     settings = Settings.from_block(block)
@@ -60,17 +61,22 @@ def cmd_simulate(a):
         chunk = questions[a.chunk * size:(a.chunk + 1) * size]
         shards = {q.qid: [s["text"] for s in shardsets[q.qid].shards] for q in chunk}
         passages = {} if caps.closed_book else {p.doc_id: p for p in read_records(a.corpus, Passage)}
-        assistant = job.engine(a.model, role="assistant")
+        # the grid's thinking switch for this model (Qwen3's enable_thinking), its retriever role too
+        think = None if a.reasoning is None else {"enable_thinking": a.reasoning == "on"}
+        assistant = job.engine(a.model, role="assistant", template_kwargs=think)
         user = job.engine(a.user_model, role="user_simulator")
         if all(labelling):
             classifier = job.engine(a.classifier_model, role="classifier")
             judge = job.engine(a.judge_model, role="judge")
-        llm = job.engine(a.retriever_llm or a.model, role="retriever") if caps.uses_llm else None
+        r_llm = a.retriever_llm or a.model
+        llm = job.engine(r_llm, role="retriever", template_kwargs=think if r_llm == a.model else None) \
+            if caps.uses_llm else None
         retriever = load_retriever(a.retriever, a.index_dir, a.retriever_params, llm=llm)
         runner = ConversationRunner(
             cells=a.cells, retriever=retriever, retriever_name=a.retriever_name, capabilities=caps,
             model_name=a.model, user_model_name=a.user_model, dataset=a.dataset, passages=passages,
-            assistant_engine=assistant, user_engine=user, prompts=yaml.safe_load(open(a.prompts)), settings=settings,
+            assistant_engine=assistant, user_engine=user, settings=settings,
+            prompts=read_prompt_file(a.prompts, check_prompts, "assistant prompts"),
         )
         by_cell = runner.run(chunk, shards)
         if all(labelling):
@@ -123,6 +129,8 @@ def add_cli(sub) -> None:
     s.add_argument("--retriever-params", type=json_arg, default={})
     s.add_argument("--settings", type=json_arg, required=True, help="the job's part of the lic_rag block as JSON")
     s.add_argument("--chunk", type=int, default=0)
+    s.add_argument("--reasoning", choices=["on", "off"], default=None,
+                   help="the assistant model's thinking switch (chat template enable_thinking; default: its registry entry)")
     s.add_argument("--threads", type=int, default=None)
 
     s = add("score", cmd_score, "score conversations (EM/F1 per turn, BEST, recall, categories, judge, dependency "

@@ -43,9 +43,20 @@ SETTING_KEYS = ("runs", "chunk_size", "top_k", "recall_k", "seed", "max_extra_tu
                 "user_simulator", "classifier", "judge")
 
 
-def job_settings(lic: dict) -> dict:
-    """The part of the block a simulate job reads (passed to it as JSON)."""
-    return {k: lic[k] for k in SETTING_KEYS}
+def job_settings(lic: dict, model: str | None = None) -> dict:
+    """The part of the block a simulate job reads (passed to it as JSON); with ``model``, its
+    assistant sampling is the block's ``assistant`` with ``assistant_by_model[model]`` over it
+    (its ``reasoning`` switch is not sampling: ``reasoning``)."""
+    out = {k: lic[k] for k in SETTING_KEYS}
+    own = {k: v for k, v in (lic.get("assistant_by_model") or {}).get(model, {}).items() if k != "reasoning"}
+    out["assistant"] = {**out["assistant"], **own}
+    return out
+
+
+def reasoning(lic: dict, model: str) -> bool | None:
+    """A model's thinking switch in this grid (``assistant_by_model[model].reasoning``); None:
+    the registry entry's own setting."""
+    return (lic.get("assistant_by_model") or {}).get(model, {}).get("reasoning")
 
 
 def job_block(settings: dict, source: str = "simulate --settings") -> dict:

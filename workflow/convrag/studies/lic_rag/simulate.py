@@ -25,9 +25,11 @@ Conditions (the user side of a turn):
 
 The assistant retrieves with the query policy (HISTORY: all user turns so far; CURRENT:
 this turn only; single-turn conditions use their one message), is shown the first
-``top_k`` passages (``recall_k`` >= top_k are retrieved and recorded for Recall@k), and must
-end with ``Answer: ...``; a reply without that line is recorded as unanswered
-(``answered: false``) and counted, never dropped.
+``top_k`` passages (``recall_k`` >= top_k are retrieved and recorded for Recall@k), and ends
+a reply that gives an answer with ``Answer: ...`` (closed book: a system prompt without the
+passage sentence); a reply without that line is recorded as unanswered (``answered: false``)
+and counted, never dropped. A reasoning model's ``<think>`` block is kept in the record but
+neither parsed for the answer nor shown again to either side.
 
 Stopping rule: a conversation ends when the extracted answer is correct (exact match with
 the answer or an alias), or when every shard is revealed and the last reply gave an answer,
@@ -45,6 +47,7 @@ from tqdm import tqdm
 from convrag.errors import ConfigError
 from convrag.llm.types import Request
 from convrag.metrics.qa import exact_match
+from convrag.rag.answers import visible_reply
 from convrag.rag.policies import make_query
 from convrag.rag.reader import Reader
 from convrag.records import Conversation, Passage, Question
@@ -79,6 +82,26 @@ class _State:
 
     def user_texts(self) -> list[str]:
         return [t["text"] for t in self.turns if t["role"] == "user"]
+
+
+# What an assistant prompt file must hold (the project's resources/prompts/lic_rag/assistant.yaml or
+# the user's, lic_rag.prompts.assistant): these texts, and these templates with their placeholders.
+PROMPT_TEXTS = ("assistant_system", "passages_header", "question_header", "concat_intro", "nudge", "recap_intro",
+                "recap_outro", "snowball_intro", "snowball_new", "user_system")
+PROMPT_TEMPLATES = {"passage": {"rank", "title", "text"}, "user": {"history", "remaining"}}
+
+
+def check_prompts(prompts: dict, where: str) -> None:
+    """An assistant prompt file has every text and template the runner uses (it fails at load,
+    naming the file and the key, never mid-run)."""
+    from convrag.judges.prompts import check_prompts as check
+
+    check(prompts, where, PROMPT_TEMPLATES, PROMPT_TEXTS)
+
+
+def _shown_text(turn: dict) -> str:
+    """A turn as the other side sees it later: an assistant turn without its reasoning."""
+    return visible_reply(turn["text"]) if turn["role"] == "assistant" else turn["text"]
 
 
 def guard_rephrase(text: str, shard: str, question: Question) -> bool:
@@ -168,7 +191,7 @@ class ConversationRunner:
         lines = []
         for t in s.turns:
             who = "User" if t["role"] == "user" else "Assistant"
-            lines.append(f"{who}: {t['text'].strip()}")
+            lines.append(f"{who}: {_shown_text(t).strip()}")
         return "\n".join(lines) or "(nothing yet)"
 
     def _user_step(self, active: list[_State]) -> None:
@@ -233,12 +256,13 @@ class ConversationRunner:
         return f"{self.prompts['passages_header']}\n{passages}\n\n{self.prompts['question_header']} {text}"
 
     def _assistant_messages(self, s: _State, shown: list[Passage]) -> list[dict]:
-        msgs = [{"role": "system", "content": self.prompts["assistant_system"]}]
+        system = self.prompts.get("assistant_system_closed_book") if self.closed_book else None
+        msgs = [{"role": "system", "content": system or self.prompts["assistant_system"]}]
         for ex in self.prompts.get("examples", []):
             msgs.append({"role": "user", "content": self._user_content(ex["message"], None if self.closed_book else ex["passages"])})
             msgs.append({"role": "assistant", "content": ex["reply"]})
         for t in s.turns:
-            msgs.append({"role": t["role"], "content": t["text"]})
+            msgs.append({"role": t["role"], "content": _shown_text(t)})
         lines = [self.prompts["passage"].format(rank=rank, title=p.title, text=p.text)
                  for rank, p in enumerate(shown, start=1)]
         msgs.append({"role": "user", "content": self._user_content(s.pending_user["text"], "\n".join(lines))})

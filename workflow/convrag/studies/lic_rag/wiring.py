@@ -10,7 +10,7 @@ from convrag.retrieval import is_closed_book, retriever_kind, retriever_llm
 from convrag.layout import Layout
 from convrag.retrieval import capabilities
 from convrag.studies.lic_rag import paths
-from convrag.studies.lic_rag.plan import cells, job_settings, role_model
+from convrag.studies.lic_rag.plan import cells, job_settings, reasoning, role_model
 
 
 def retrievers_by_class(config: dict) -> dict[str, list[str]]:
@@ -64,7 +64,8 @@ def question_files(config: dict, L: Layout, dataset: str) -> list[str]:
 
 
 def shard_inputs(config: dict, L: Layout, prompts_dir: str, dataset: str) -> dict[str, str]:
-    out = dict(questions=L.questions(dataset), prompts=f"{prompts_dir}/shard.yaml")
+    # the user's shard prompt file (lic_rag.prompts.shard) or the project's own wording
+    out = dict(questions=L.questions(dataset), prompts=config["lic_rag"]["prompts"]["shard"] or f"{prompts_dir}/shard.yaml")
     reserve = reserve_file(config, L, dataset)
     return {**out, "reserve": reserve} if reserve else out
 
@@ -88,14 +89,26 @@ def simulate_inputs(config: dict, L: Layout, prompts_dir: str, dataset: str, ret
         shards=paths.shards(L, dataset, "final.jsonl"),
         corpus=L.corpus(corpus),
         index=L.index_manifest(corpus, retriever),
-        prompts=f"{prompts_dir}/lic_rag/assistant.yaml",
+        prompts=assistant_prompts(config, prompts_dir),
         classifier_prompts=f"{prompts_dir}/lic_rag/classifier.yaml",
         judge_prompts=f"{prompts_dir}/lic_rag/judge.yaml",
     )
 
 
-def simulate_settings(config: dict) -> dict:
-    return job_settings(config["lic_rag"])
+def assistant_prompts(config: dict, prompts_dir: str) -> str:
+    """The assistant and user-simulator prompt file: the user's (``lic_rag.prompts.assistant``)
+    or the project's own wording."""
+    return config["lic_rag"]["prompts"]["assistant"] or f"{prompts_dir}/lic_rag/assistant.yaml"
+
+
+def simulate_settings(config: dict, model: str | None = None) -> dict:
+    return job_settings(config["lic_rag"], model)
+
+
+def reasoning_arg(config: dict, model: str) -> str:
+    """``--reasoning on|off`` where the grid sets a model's thinking switch, else nothing."""
+    r = reasoning(config["lic_rag"], model)
+    return "" if r is None else f"--reasoning {'on' if r else 'off'}"
 
 
 def cells_arg(config: dict, retriever: str) -> str:
@@ -116,7 +129,7 @@ def conversation_files(config: dict, L: Layout) -> list[str]:
 
 RETRIEVAL_SYSTEM_COLUMNS = ["retriever", "kind", "closed_book", "knowledge_graph", "llm_at_build", "llm_at_query",
                             "cost_class", "llm", "params"]
-MODEL_COLUMNS = ["model", "roles", "backend", "access", "weights", "revision", "params_b"]
+MODEL_COLUMNS = ["model", "roles", "family", "backend", "access", "weights", "revision", "params_b"]
 
 
 def retrieval_system_rows(config: dict) -> list[dict]:
@@ -148,9 +161,41 @@ def model_rows(config: dict) -> list[dict]:
     rows = []
     for m, rs in roles.items():
         spec = registry[m]
-        rows.append({"model": m, "roles": ", ".join(rs), "backend": spec.backend,
+        rows.append({"model": m, "roles": ", ".join(rs), "family": spec.model_family(), "backend": spec.backend,
                      "access": "API" if spec.backend == "openai" else "open weights",
                      "weights": spec.api_model or (spec.weights or {}).get("hf_repo")
                      or "/".join(str(v) for v in (spec.weights or {}).values()),
                      "revision": spec.resolved_revision() or "", "params_b": spec.params_b})
     return rows
+
+
+def largest_per_family(config: dict) -> dict[str, str]:
+    """family -> the grid's largest assistant LLM of it (by the registry's ``params_b``; a family
+    whose sizes are not all known has no largest unless it has one model), for §5.1's
+    retention of the largest model of each family."""
+    from convrag.schema import config_registry
+
+    registry = config_registry(config)
+    fams: dict[str, list] = {}
+    for m in config["lic_rag"]["models"]:
+        spec = registry[m]
+        fams.setdefault(spec.model_family(), []).append((m, spec.params_b))
+    out = {}
+    for fam, ms in fams.items():
+        if len(ms) == 1:
+            out[fam] = ms[0][0]
+        elif all(size is not None for _, size in ms):
+            out[fam] = max(ms, key=lambda x: x[1])[0]
+    return out
+
+
+def prompts_used(lic: dict) -> dict:
+    """The run's prompts for the reproduction table: ``supplied`` only when every prompt its
+    numbers depend on (assistant and user simulator, sharding) is a file the user gave
+    (``lic_rag.prompts``), else ``own``; and which they were, in words."""
+    given = {k: v for k, v in lic["prompts"].items() if v}
+    words = "; ".join(f"{k}: {given[k]}" if k in given else f"{k}: own wording" for k in PROMPT_ROLES)
+    return {"prompts": "supplied" if all(k in given for k in PROMPT_ROLES) else "own", "prompts_used": words}
+
+
+PROMPT_ROLES = ("assistant", "shard")
