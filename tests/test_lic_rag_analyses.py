@@ -449,3 +449,19 @@ def test_largest_per_family_from_the_registry(tmp_path):
               "lic_rag": {"models": ["qwen3-8b", "qwen3.6-27b", "gemma-x", "gemma-api", "luna-5.6"]}}
     # qwen: the 27B; gemma: one size unknown -> no largest; luna: its only model
     assert largest_per_family(config) == {"qwen": "qwen3.6-27b", "luna": "luna-5.6"}
+
+
+def test_grid_size_counts_as_the_paper_does():
+    """2 questions x 2 runs; bm25 FULL (policy none) + SHARDED history and current, pog FULL:
+    every conversation = 2*2*(1+2) + 2*2*1 = 16; as the paper counts (policies once, PoG out):
+    2 questions x 1 LLM x 1 setting x 2 conditions x 2 runs = 8."""
+    s = pd.concat([_scores({("q1", "FULL", "none"): [1, 1], ("q1", "SHARDED", "history"): [1, 1],
+                            ("q1", "SHARDED", "current"): [1, 1], ("q2", "FULL", "none"): [1, 1],
+                            ("q2", "SHARDED", "history"): [1, 1], ("q2", "SHARDED", "current"): [1, 1]}),
+                   _scores({("q1", "FULL", "none"): [1, 1], ("q2", "FULL", "none"): [1, 1]}, retriever="pog")])
+    g = L.grid_size(s, ["pog"]).set_index("dataset")
+    assert list(g.index) == ["d", "all"]
+    r = g.loc["all"]
+    assert (r.questions, r.llms, r.retrieval_settings, r.conditions, r.runs) == (2, 1, 1, 2, 2)
+    assert (r.conversations, r.conversations_as_paper) == (16, 8)
+    assert L.grid_size(s).loc[1, "conversations_as_paper"] == 12  # PoG counted when not the appendix's

@@ -44,10 +44,10 @@ def test_the_lic_rag_paper_grid_rehearses_at_full_shape(lic_rag_rehearsal):
 def test_the_plan_names_a_cell_for_every_resolved_number(lic_rag_rehearsal):
     cfg, study, out, tables = lic_rag_rehearsal
     df = plan(study, cfg, tables)
-    assert len(df) == len(load_published(published_path("lic_rag"), "lic_rag").entries) == 86
+    assert len(df) == len(load_published(published_path("lic_rag"), "lic_rag").entries) == 88
     repro = pd.read_csv(tables["reproduction"]).set_index("id")
     resolved = df[df.status == RESOLVED]
-    assert len(resolved) >= 84 and (df.status == "unavailable").sum() == 2 and (df.status == "unresolved").sum() == 0
+    assert len(resolved) >= 86 and (df.status == "unavailable").sum() == 2 and (df.status == "unresolved").sum() == 0
     # the paper config uses the project's own prompts: resolved, each marked, and comparable only
     # once lic_rag.prompts names the paper's (the reproduction table says which prompts it used)
     assert resolved.reason.str.contains("own prompt wording").all()
@@ -56,7 +56,7 @@ def test_the_plan_names_a_cell_for_every_resolved_number(lic_rag_rehearsal):
     for r in resolved.itertuples():  # the rehearsed reproduction table has a value for each of them
         assert math.isfinite(repro.loc[r.id, "ours"]), r.id
         assert r.target and r.column
-    assert summary_line(df).startswith(f"resolved {len(resolved)} of 86 published numbers")
+    assert summary_line(df).startswith(f"resolved {len(resolved)} of 88 published numbers")
     # a 'where' that picks several rows is an error of the plan, not a silent null later
     amb = df[df.status == AMBIGUOUS]
     if len(amb):
@@ -73,3 +73,15 @@ def test_a_study_without_a_rehearsal_is_named_not_planned(capsys):
     assert capsys.readouterr().out == "mtrag_un: no rehearsal yet (Study.rehearsal_inputs): not planned\n"
     assert main(["reproduction", "plan", "--config", cfg, "--study", "mtrag_un"]) == 2
     assert "mtrag_un: no rehearsal yet (Study.rehearsal_inputs): cannot plan" in capsys.readouterr().err
+
+
+def test_the_paper_config_is_the_papers_grid_size(lic_rag_rehearsal):
+    """§4: 750 questions and about 1.5 M conversations = 750 x 10 LLMs x 8 retrieval settings x
+    5 conditions x 5 runs (HISTORY and CURRENT once, PoG of the appendix apart), from the config's
+    planned cells (the rehearsal cuts questions and runs, the plan does not)."""
+    cfg = lic_rag_rehearsal[0]
+    lic = cfg["lic_rag"]
+    cells = {(c["dataset"], c["model"], c["retriever"], c["condition"]) for c in simulate_cells(cfg) if c["retriever"] != "pog"}
+    n_q = {d: cfg["datasets"][d]["n_questions"] for d in lic["datasets"]}
+    assert sum(n_q.values()) == 750
+    assert sum(n_q[d] * lic["runs"] for d, _, _, _ in cells) == 1_500_000

@@ -504,6 +504,25 @@ def response_categories(turns: pd.DataFrame, closed_retrievers=None, boot: dict 
     return pd.DataFrame(rows)
 
 
+def grid_size(scores: pd.DataFrame, appendix_retrievers: list[str] = ()) -> pd.DataFrame:
+    """How big the grid is, per dataset and over all (``dataset = all``): its questions, its
+    simulated conversations (every cell, policies apart), and the conversations as the paper
+    counts them (§4: "about 1.5 M" = 750 questions x 10 LLMs x 8 retrieval settings x 5 conditions
+    x 5 runs): one per (question, LLM, retrieval setting, condition, run), HISTORY and CURRENT
+    counted once, the appendix's retrievers (PoG) left out."""
+    main = scores[~scores.retriever.isin(list(appendix_retrievers))]
+    keys = ["dataset", "qid", "model", "retriever", "condition", "run"]
+
+    def row(ds, g, m):
+        return {"dataset": ds, "questions": int(g[["dataset", "qid"]].drop_duplicates().shape[0]),
+                "llms": int(g.model.nunique()), "retrieval_settings": int(m.retriever.nunique()),
+                "conditions": int(g.condition.nunique()), "runs": int(g.run.nunique()),
+                "conversations": int(len(g)), "conversations_as_paper": int(m[keys].drop_duplicates().shape[0])}
+
+    rows = [row(ds, g, main[main.dataset == ds]) for ds, g in scores.groupby("dataset", sort=True)]
+    return pd.DataFrame(rows + [row("all", scores, main)])
+
+
 def dependency_order(scores: pd.DataFrame) -> pd.DataFrame:
     """Share of multi-turn conversations whose shards were revealed in dependency order, per cell
     and over every multi-turn conversation of the grid (all keys ``all``, the paper's §A.2)."""

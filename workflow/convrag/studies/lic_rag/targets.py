@@ -179,6 +179,7 @@ TARGETS = {t.name: t for t in [
     _t("judge_gap_correlation", "table", lambda s, t, c: A.judge_gap_correlation(s, c["boot"])[0]),
     _t("response_categories", "table", lambda s, t, c: A.response_categories(t, c["closed_retrievers"], c["boot"])),
     _t("dependency_order", "table", lambda s, t, c: A.dependency_order(s)),
+    _t("grid_size", "table", lambda s, t, c: A.grid_size(s, c["pog"])),
     _t("information_preservation", "table",
        lambda s, t, c: A.information_preservation(s, c["closed_retrievers"], c["analysis"])),
     _t("closed_book_retention", "table",
