@@ -20,9 +20,11 @@ from convrag.studies.mtrag_un.judges import (
     IDK,
     NO_EARLIER_TURNS,
     RB_LLM,
+    UNDERSPECIFIED_TYPE,
     judge_all,
     judge_summary,
     load_prompts,
+    parse_underspecified_type,
     rb_llm_fallback,
 )
 
@@ -136,11 +138,11 @@ def test_one_batched_call_per_judge_identical_prompts_once():
     out = judge_all(items, eng, PROMPTS_DIR)
     descs = [d for d, _ in eng.calls]
     assert descs == ["judge mtrag_idk", "judge mtrag_rb_llm", "judge mtrag_clarification",
-                     "faithfulness statements", "faithfulness verdicts"]
+                     "faithfulness statements", "faithfulness verdicts", "judge mtrag_underspecified_type"]
     sizes = [len(r) for _, r in eng.calls]
     # items 0 and 1 are identical: asked once; clarification only for the UNDERSPECIFIED item;
     # step 2 depends only on (contexts, statements), the same for all three items here
-    assert sizes == [2, 2, 1, 2, 1]
+    assert sizes == [2, 2, 1, 2, 1, 1]
     assert [v["item_id"] for v in out["idk"]] == ["t0", "t1", "t2"] and [v["value"] for v in out["idk"]] == [0, 0, 0]
     assert [v["value"] for v in out["rb_llm"]] == [0.9, 0.9, 0.9]
     assert [r["faithfulness"] for r in out["faithfulness"]] == [1.0, 1.0, 1.0]
@@ -148,7 +150,8 @@ def test_one_batched_call_per_judge_identical_prompts_once():
     # max_tokens: defaults per judge, overridable
     samp = {d: r[0].sampling.max_tokens for d, r in eng.calls}
     assert samp == {"judge mtrag_idk": 16, "judge mtrag_rb_llm": 512, "judge mtrag_clarification": 192,
-                    "faithfulness statements": 512, "faithfulness verdicts": 1024}
+                    "faithfulness statements": 512, "faithfulness verdicts": 1024,
+                    "judge mtrag_underspecified_type": 16}
     eng = Scripted(reply)
     judge_all(items, eng, PROMPTS_DIR, max_tokens={"idk": 4, "faithfulness": 64})
     assert {d: r[0].sampling.max_tokens for d, r in eng.calls}["judge mtrag_idk"] == 4
@@ -218,6 +221,32 @@ def test_clarification_only_on_underspecified_and_parse():
     assert judge_summary({"clarification": res})["clarification"] == {
         "items": 6, "unparsed": 0, "values": {"1.0": 1, "0.0": 1, "0.5": 2}, "asked": 4, "skipped": 2,
         "undecided": 2}
+
+
+def test_underspecified_type_parse_and_only_on_underspecified():
+    # the reply's one type word, case and punctuation ignored; none or several: invalid (None)
+    assert parse_underspecified_type("clarify") == "clarify"
+    assert parse_underspecified_type("  Multiple.\n") == "multiple"
+    assert parse_underspecified_type("The reply is SINGLE: it assumes one reading.") == "single"
+    assert parse_underspecified_type("single or multiple") is None  # two types named
+    assert parse_underspecified_type("clarification") is None  # not one of the words
+    assert parse_underspecified_type("") is None and parse_underspecified_type(None) is None
+    assert UNDERSPECIFIED_TYPE.prompt == "mtrag_un/underspecified_type.yaml" and UNDERSPECIFIED_TYPE.labels == (
+        "clarify", "multiple", "single")
+    d = P["underspecified_type"]
+    assert {ex["label"] for ex in d["examples"]} == {"clarify", "multiple", "single"}
+    replies = {"A": "clarify", "B": "Multiple", "C": "I cannot tell."}
+    items = [_item(0, "UNDERSPECIFIED", response="A"), _item(1, "ANSWERABLE", response="A"),
+             _item(2, ["UNDERSPECIFIED"], response="B"), _item(3, "UNDERSPECIFIED", response="C")]
+    eng = Scripted(lambda r: replies[_last(r).split("Reply:\n", 1)[1].split("\n", 1)[0]])
+    res = judge_all(items, eng, PROMPTS_DIR, which=("underspecified_type",))["underspecified_type"]
+    assert len(eng.calls) == 1 and len(eng.calls[0][1]) == 3  # one batched call, UNDERSPECIFIED items only
+    assert eng.calls[0][1][0].messages[0]["role"] == "system" and len(eng.calls[0][1][0].messages) == 2 + 2 * 4
+    assert [v["value"] for v in res] == ["clarify", None, "multiple", None]
+    assert [v["method"] for v in res] == ["llm", "skipped", "llm", "llm"]
+    assert res[3]["parsed"] is False and res[3]["raw"] == "I cannot tell."  # invalid: recorded, never guessed
+    assert judge_summary({"underspecified_type": res})["underspecified_type"] == {
+        "items": 4, "unparsed": 1, "values": {"clarify": 1, "multiple": 1, "None": 1}, "asked": 3, "skipped": 1}
 
 
 # ---- faithfulness ------------------------------------------------------------------------
@@ -301,9 +330,9 @@ def test_judge_all_with_real_tiny_model(tmp_path):
     items = [_item(0), _item(1, "UNDERSPECIFIED", response="Which lighthouse do you mean?")]
     res = judge_all(items, eng, PROMPTS_DIR, max_tokens={"idk": 4, "rb_llm": 16, "clarification": 16,
                                                          "faithfulness": 24})
-    assert set(res) == {"idk", "rb_llm", "clarification", "faithfulness"}
+    assert set(res) == {"idk", "rb_llm", "clarification", "faithfulness", "underspecified_type"}
     names = {"idk": "mtrag_idk", "rb_llm": "mtrag_rb_llm", "clarification": "mtrag_clarification",
-             "faithfulness": "faithfulness"}
+             "faithfulness": "faithfulness", "underspecified_type": "mtrag_underspecified_type"}
     for w, recs in res.items():
         assert [r["item_id"] for r in recs] == ["t0", "t1"] and {r["judge"] for r in recs} == {names[w]}
     assert all(v["value"] in ALLOWED["idk"] or v["value"] is None for v in res["idk"])

@@ -149,6 +149,67 @@ def test_generation_tables_hand_computed():
     assert t5.loc["rag", "response_type"] == "answers" and t5.loc["rag", "clarification_unparsed"] == 1
 
 
+def test_table5_underspecified_types_from_given_labels():
+    """Table 5 by hand: model m, reference: 4 UNDERSPECIFIED tasks typed clarify, clarify, single and
+    one invalid reply -> shares 2/3, 0, 1/3 of the 3 valid; rag: no valid type (shares NaN);
+    the ANSWERABLE task's type (not asked) is not counted."""
+    rows = []
+    for setting, types in (("reference", ["clarify", "clarify", "single", None]), ("rag", [None])):
+        for i, typ in enumerate(types):
+            rows.append({"task_id": f"u{i}", "model": "m", "setting": setting, "answerability": "UNDERSPECIFIED",
+                         "underspecified_type": typ})
+    rows.append({"task_id": "a", "model": "m", "setting": "reference", "answerability": "ANSWERABLE",
+                 "underspecified_type": "multiple"})
+    t5 = A.underspecified_types(pd.DataFrame(rows)).set_index(["setting", "response_type"])
+    assert list(t5.loc["reference"].index) == ["clarify", "multiple", "single"]
+    assert t5.loc[("reference", "clarify"), "tasks"] == 2 and t5.loc[("reference", "multiple"), "tasks"] == 0
+    assert t5.loc[("reference", "clarify"), "share"] == pytest.approx(2 / 3)
+    assert t5.loc[("reference", "single"), "share"] == pytest.approx(1 / 3)
+    assert (t5.loc["reference", "judged"] == 4).all() and (t5.loc["reference", "invalid"] == 1).all()
+    assert (t5.loc["rag", "invalid"] == 1).all() and t5.loc["rag", "share"].isna().all()
+    # a grid whose evaluate jobs did not run the judge has no Table 5 (empty, with its caption)
+    assert A.underspecified_types(_gen()).empty
+
+
+def test_figure3c_adds_the_mean_of_the_other_domains():
+    g = pd.concat([_gen().assign(domain=d, RB_alg=v, task_id=lambda x, d=d: d + x.task_id)
+                   for d, v in (("cloud", 0.2), ("fiqa", 0.6), ("banking", 0.9))], ignore_index=True)
+    fig = A.by_domain(g).set_index("domain")
+    # the paper's bars: banking, telco, and the unweighted mean of the others' per-domain values
+    assert fig.loc["others (mean)", "value"] == pytest.approx((0.2 + 0.6) / 2)
+    assert fig.loc["others (mean)", "tasks"] == 8 and fig.loc["banking", "value"] == pytest.approx(0.9)
+    assert len(fig) == 4
+
+
+def test_benchmark_statistics_hand_counted():
+    """Two conversations: c1 with tasks at turns 1 and 3 (3 turns, 5 utterances), c2 one task at turn 2
+    (2 turns, 3 utterances); 2 of 3 tasks with gold; one UNANSWERABLE, one PARTIAL; one Clarification;
+    standalone labels on two tasks, one of them non-standalone."""
+    def task(tid, conv, turn, gold, ans, mt, standalone):
+        hist = [{"role": "user" if k % 2 == 0 else "assistant", "text": "x"} for k in range(2 * (turn - 1))]
+        return TurnTask(task_id=tid, benchmark="b", conversation_id=conv, turn=turn, history=hist, question="q?",
+                        gold_docs={"d": 1} if gold else {},
+                        labels={"answerability": ans, "multi_turn": mt, "standalone": standalone})
+
+    tasks = [task("a", "c1", 1, True, "ANSWERABLE", "N/A", True),
+             task("b", "c1", 3, True, "PARTIAL", "Clarification", False),
+             task("c", "c2", 2, False, "UNANSWERABLE", "Follow-up", None)]
+    st = A.benchmark_statistics(tasks).set_index("statistic")
+    assert st.loc["tasks", "value"] == 3 and st.loc["conversations", "value"] == 2
+    assert st.loc["turns", "value"] == 3 + 2 and st.loc["utterances", "value"] == 5 + 3
+    assert st.loc["mean_turns_per_conversation", "value"] == 2.5
+    assert st.loc["mean_utterances_per_conversation", "value"] == 4.0
+    assert st.loc["retrieval_tasks", "value"] == 2
+    assert st.loc["unanswerable_or_partial", "value"] == pytest.approx(2 / 3)
+    assert st.loc["clarification", "value"] == pytest.approx(1 / 3) and st.loc["clarification", "count"] == 1
+    assert st.loc["underspecified", "value"] == 0 and st.loc["first_turn", "value"] == pytest.approx(1 / 3)
+    assert st.loc["nonstandalone", "value"] == 0.5 and st.loc["nonstandalone", "of"] == 2
+    # no standalone label at all (the released MTRAG-UN files): NaN, never 0
+    for t in tasks:
+        t.labels["standalone"] = None
+    assert math.isnan(A.benchmark_statistics(tasks).set_index("statistic").loc["nonstandalone", "value"])
+
+
 def test_generation_config_errors():
     from convrag.config import load_config
 

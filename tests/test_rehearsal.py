@@ -67,12 +67,13 @@ def test_the_plan_names_a_cell_for_every_resolved_number(lic_rag_rehearsal):
 def test_a_study_without_a_rehearsal_is_named_not_planned(capsys):
     from convrag.cli import main
 
-    cfg = str(REPO_ROOT / "config" / "tests" / "mtrag_un.yaml")
-    assert not get_study("mtrag_un").has_rehearsal and get_study("lic_rag").has_rehearsal
+    cfg = str(REPO_ROOT / "config" / "tests" / "coral.yaml")
+    assert not get_study("coral").has_rehearsal and get_study("lic_rag").has_rehearsal
+    assert get_study("mtrag_un").has_rehearsal
     assert main(["reproduction", "plan", "--config", cfg]) == 0
-    assert capsys.readouterr().out == "mtrag_un: no rehearsal yet (Study.rehearsal_inputs): not planned\n"
-    assert main(["reproduction", "plan", "--config", cfg, "--study", "mtrag_un"]) == 2
-    assert "mtrag_un: no rehearsal yet (Study.rehearsal_inputs): cannot plan" in capsys.readouterr().err
+    assert capsys.readouterr().out == "coral: no rehearsal yet (Study.rehearsal_inputs): not planned\n"
+    assert main(["reproduction", "plan", "--config", cfg, "--study", "coral"]) == 2
+    assert "coral: no rehearsal yet (Study.rehearsal_inputs): cannot plan" in capsys.readouterr().err
 
 
 def test_the_paper_config_is_the_papers_grid_size(lic_rag_rehearsal):
@@ -85,3 +86,69 @@ def test_the_paper_config_is_the_papers_grid_size(lic_rag_rehearsal):
     n_q = {d: cfg["datasets"][d]["n_questions"] for d in lic["datasets"]}
     assert sum(n_q.values()) == 750
     assert sum(n_q[d] * lic["runs"] for d, _, _, _ in cells) == 1_500_000
+
+
+# ---- mtrag_un ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mtrag_un_rehearsal(tmp_path_factory):
+    cfg = load_config(REPO_ROOT / "config" / "studies" / "mtrag_un.yaml")
+    study = get_study("mtrag_un")
+    out = tmp_path_factory.mktemp("rehearsal_mtrag_un")
+    return cfg, study, out, rehearse(study, cfg, out, questions=1, runs=2, n_resamples=20)
+
+
+def test_the_mtrag_un_paper_grid_rehearses_at_full_shape(mtrag_un_rehearsal):
+    from convrag.studies.mtrag_un.plan import domains, generation_jobs, retrieval_jobs
+
+    cfg, study, out, tables = mtrag_un_rehearsal
+    m = cfg["mtrag_un"]
+    scores = pd.read_parquet(out / "inputs" / "retrieval.parquet")
+    keys = ["domain", "retriever", "policy"]
+    assert set(scores[keys].itertuples(index=False, name=None)) == {tuple(j[k] for k in keys) for j in retrieval_jobs(cfg)}
+    assert set(scores.measure) == set(m["measures"])
+    # the 4 released domains x every retriever x query policy; every model x setting x domain
+    n_dom, n_models = len(domains(cfg)), len(m["generation"]["models"])
+    assert n_dom == 4 and n_models >= 9
+    assert len(retrieval_jobs(cfg)) == n_dom * len(m["retrievers"]) * len(m["policies"])
+    assert len(generation_jobs(cfg)) == n_models * 2 * n_dom
+    gen = pd.concat([pd.read_parquet(p) for p in
+                     sorted((out / "inputs").glob("mtrag_un/evaluation/**/*.parquet"))], ignore_index=True)
+    assert set(gen[["model", "setting", "domain"]].itertuples(index=False, name=None)) == {
+        (j["model"], j["setting"], j["domain"]) for j in generation_jobs(cfg)}
+    assert set(gen.domain) == set(domains(cfg)) and set(gen.answerability) == {
+        "ANSWERABLE", "PARTIAL", "UNANSWERABLE", "UNDERSPECIFIED"}
+    # every judge the config names left its column (the underspecified type included)
+    assert {"idk", "clarification", "RB_llm", "RL_F", "underspecified_type"} <= set(gen.columns)
+    # every target of the study is built, the reproduction table too
+    assert set(tables) == set(study.targets())
+    for name in tables:
+        assert (out / "figures" / f"{name}.png").exists() or (out / "tables" / f"{name}.csv").exists(), name
+    t5 = pd.read_csv(tables["table5_underspecified_types"])
+    assert set(t5.response_type) == {"clarify", "multiple", "single"} and len(t5) == n_models * 2 * 3
+    fig3c = pd.read_csv(tables["figure3c_by_domain"])
+    assert (fig3c.domain == "others (mean)").sum() == n_models
+
+
+def test_the_mtrag_un_plan_accounts_for_every_published_number(mtrag_un_rehearsal):
+    cfg, study, out, tables = mtrag_un_rehearsal
+    df = plan(study, cfg, tables)
+    pub = load_published(published_path("mtrag_un"), "mtrag_un")
+    assert len(df) == len(pub.entries) >= 42
+    assert (df.status == AMBIGUOUS).sum() == 0
+    repro = pd.read_csv(tables["reproduction"]).set_index("id")
+    for r in df[df.status == RESOLVED].itertuples():
+        assert math.isfinite(repro.loc[r.id, "ours"]), r.id
+    # an entry with a place in our tables finds its row there (unavailable ones too: shown, not judged),
+    # except the non-standalone share, which no released task can give (NaN)
+    for e in pub.entries:
+        if e.ours is not None:
+            assert e.ours.target in tables, e.id
+            assert math.isfinite(repro.loc[e.id, "ours"]), e.id
+    # every number is resolved or unavailable for a reason about the world, but MTRAG's own two
+    # statistics (the earlier benchmark, not built by this study)
+    rest = df[~df.status.isin([RESOLVED, "unavailable"])]
+    assert set(rest.id) <= {"nonstandalone_share.mtrag", "task_mix.mtrag_unanswerable_or_partial"}
+    assert not df[df.status == "unavailable"].reason.fillna("").eq("").any()
+    assert summary_line(df).startswith(f"resolved {(df.status == RESOLVED).sum()} of {len(df)} published numbers")

@@ -80,6 +80,13 @@ class MtragUn(Study):
                 "gold": gold_files(config, layout, b, domains(config)) if m["retrievers"] else []}
         return {**arts, **reproduction_artifacts(self, layout, arts)}
 
+    def rehearsal_inputs(self, config, folder, questions=4, runs=2, seed=0):
+        from pathlib import Path
+
+        from convrag.studies.mtrag_un.rehearsal import rehearsal_inputs
+
+        return rehearsal_inputs(config, Path(folder), questions, runs, seed)
+
     def hub_models(self, config):
         """BERTScore's model (the paper's DeBERTa-xlarge-MNLI in the paper setting)."""
         from convrag.studies.mtrag_un.evaluate import bertscore_config

@@ -99,6 +99,47 @@ def corpus_statistics(tasks, corpora: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def benchmark_statistics(tasks) -> pd.DataFrame:
+    """The benchmark's size and task mix (§2, §2.3, §3.2), one row per statistic (``value``;
+    ``count`` = the numerator of a share, ``of`` = its denominator):
+
+    - tasks, conversations;
+    - turns: user questions, per conversation its latest task's turn (the released conversations
+      end at their task); utterances: user and agent messages up to and including that question;
+      mean_turns_per_conversation, mean_utterances_per_conversation;
+    - retrieval_tasks: tasks with gold passages (answerable and partial: the retrieval tasks);
+    - shares of tasks: unanswerable_or_partial, clarification (multi-turn type Clarification),
+      underspecified, first_turn (turn 1), nonstandalone (of the tasks with a standalone label;
+      NaN when none has one, as in the released MTRAG-UN files).
+    """
+    rows = [{"statistic": "tasks", "value": float(len(tasks))}]
+    latest: dict = {}
+    for t in tasks:
+        if t.conversation_id not in latest or t.turn > latest[t.conversation_id].turn:
+            latest[t.conversation_id] = t
+    turns = [t.turn for t in latest.values()]
+    utter = [len(t.history) + 1 for t in latest.values()]
+    rows += [{"statistic": "conversations", "value": float(len(latest))},
+             {"statistic": "turns", "value": float(sum(turns))},
+             {"statistic": "utterances", "value": float(sum(utter))},
+             {"statistic": "mean_turns_per_conversation", "value": float(np.mean(turns)) if turns else np.nan},
+             {"statistic": "mean_utterances_per_conversation", "value": float(np.mean(utter)) if utter else np.nan},
+             {"statistic": "retrieval_tasks", "value": float(sum(1 for t in tasks if t.gold_docs))}]
+
+    def share(name, hits, of):
+        rows.append({"statistic": name, "value": hits / of if of else np.nan, "count": hits, "of": of})
+
+    lab = [t.labels for t in tasks]
+    share("unanswerable_or_partial", sum(1 for x in lab if x.get("answerability") in ("UNANSWERABLE", "PARTIAL")),
+          len(tasks))
+    share("clarification", sum(1 for x in lab if x.get("multi_turn") == "Clarification"), len(tasks))
+    share("underspecified", sum(1 for x in lab if x.get("answerability") == "UNDERSPECIFIED"), len(tasks))
+    share("first_turn", sum(1 for t in tasks if t.turn == 1), len(tasks))
+    labelled = [x["standalone"] for x in lab if x.get("standalone") is not None]
+    share("nonstandalone", sum(1 for v in labelled if not v), len(labelled))
+    return pd.DataFrame(rows, columns=["statistic", "value", "count", "of"])
+
+
 def task_distribution(tasks, facets=("answerability", "multi_turn", "question_type", "domain")) -> pd.DataFrame:
     """Figure 2: the share of tasks per value of each label."""
     rows = []
@@ -192,10 +233,50 @@ def by_label(gen: pd.DataFrame, label: str, metric: str = "RB_alg", setting: str
             .reset_index().assign(metric=metric, setting=setting))
 
 
+NEW_DOMAINS = ("banking", "telco")  # Figure 3c's named bars; the others are shown as their mean
+OTHER_DOMAINS = "others (mean)"
+
+
+def by_domain(gen: pd.DataFrame, metric: str = "RB_alg", setting: str = "reference") -> pd.DataFrame:
+    """Figure 3c: ``by_label`` per domain plus, per model, the bar the paper shows beside Banking
+    and Telco: the unweighted mean of the per-domain values of the other domains (``OTHER_DOMAINS``;
+    ``tasks`` = their sum), whichever of them the run has."""
+    df = by_label(gen, "domain", metric, setting)
+    if df.empty:
+        return df
+    rest = df[~df.domain.isin(NEW_DOMAINS)]
+    avg = rest.groupby("model", sort=True).agg(tasks=("tasks", "sum"), value=("value", "mean")).reset_index()
+    return pd.concat([df, avg.assign(domain=OTHER_DOMAINS, metric=metric, setting=setting)[df.columns]],
+                     ignore_index=True)
+
+
+def underspecified_types(gen: pd.DataFrame) -> pd.DataFrame:
+    """Table 5: the type of each model's replies to UNDERSPECIFIED questions by the
+    underspecified-type judge (asks what the user means / answers several readings / answers one),
+    per model and setting: tasks of each type and their share of the validly judged tasks (every
+    type listed, 0 included); ``judged`` = the UNDERSPECIFIED tasks, ``invalid`` = replies of the
+    judge naming no type or several (recorded, counted, left out of the shares)."""
+    from convrag.studies.mtrag_un.judges import UNDERSPECIFIED_TYPES
+
+    if gen.empty or "underspecified_type" not in gen:
+        return pd.DataFrame()
+    u = gen[gen.answerability == "UNDERSPECIFIED"]
+    rows = []
+    for (model, setting), g in u.groupby(["model", "setting"], sort=True):
+        valid = g.underspecified_type.dropna()
+        for typ in UNDERSPECIFIED_TYPES:
+            n = int((valid == typ).sum())
+            rows.append({"model": model, "setting": setting, "response_type": typ, "tasks": n,
+                         "share": n / len(valid) if len(valid) else np.nan, "judged": len(g),
+                         "invalid": int(len(g) - len(valid))})
+    return pd.DataFrame(rows)
+
+
 def underspecified_responses(gen: pd.DataFrame) -> pd.DataFrame:
-    """Table 5: how each model responds to UNDERSPECIFIED questions: asks for clarification
-    (the clarification judge said yes), says it cannot answer (IDK yes), or answers anyway
-    (everything else, including unparsed verdicts, which are also counted)."""
+    """The underspecified outcomes (the official verdicts, not Table 5's taxonomy): how each
+    model responds to UNDERSPECIFIED questions: asks for clarification (the clarification judge
+    said yes), says it cannot answer (IDK yes), or answers anyway (everything else, including
+    unparsed verdicts, which are also counted)."""
     u = gen[gen.answerability == "UNDERSPECIFIED"] if not gen.empty else gen
     if u.empty:
         return pd.DataFrame()

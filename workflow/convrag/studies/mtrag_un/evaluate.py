@@ -9,7 +9,8 @@ model), answerability, ...labels}``.
 Per item, in the official order: ROUGE-L, BERTScore recall and passage precisions, RB_alg
 (``convrag.metrics.mtrag``; all BERTScore pairs in one batched call); the judges (one
 batched call each, ``studies/mtrag_un/judges.py``); then RL_F, RB_llm and RB_alg conditioned
-on answerability with the IDK and clarification verdicts. Raw values keep the suffix
+on answerability with the IDK and clarification verdicts. The underspecified-type judge (Table 5's
+taxonomy, when ``judges`` names it) runs in the same pass on UNDERSPECIFIED tasks. Raw values keep the suffix
 ``_raw``. A task without a target gets no algorithmic metrics (NaN, counted as
 ``no_target``: the official scorer writes none for it); an unparsed verdict is recorded and
 counted, never guessed.
@@ -96,6 +97,10 @@ def score_items(items: list[dict], engine, prompts_dir: str, judges: list[str], 
                    clarification=clar, **row_extra)
         if "faithfulness" in v:
             row["faithfulness_status"] = v["faithfulness"]["status"]
+        if "underspecified_type" in v:  # Table 5's type (None: not asked, or an invalid reply: see the verdicts)
+            row["underspecified_type"] = v["underspecified_type"]["value"]
+            row["underspecified_type_invalid"] = v["underspecified_type"]["method"] == "llm" and \
+                v["underspecified_type"]["value"] is None
         for k, x in raw.items():
             row[f"{k}_raw"] = x
             row[k] = condition_metric(x, it["answerability"], idk,

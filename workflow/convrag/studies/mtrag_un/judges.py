@@ -23,6 +23,13 @@ message with inline examples); the clarification judge is asked only on UNDERSPE
 tasks (the official asks it on every task but its verdict is used only there, so the
 conditioned scores are the same); the other tasks get a record ``value: None,
 method: "skipped", parsed: True`` (nothing was asked, nothing failed). Greedy decoding.
+
+Beyond the official scorer: the underspecified-type judge (``mtrag_underspecified_type``,
+``which`` name "underspecified_type") sorts each reply to an UNDERSPECIFIED question into the
+three types of the paper's Table 5 in the project's labels (``UNDERSPECIFIED_TYPES``: asks the
+user what they mean; answers several readings; answers one reading). Like the clarification
+judge it is asked on UNDERSPECIFIED tasks only, in the same evaluate job and with the same model;
+a reply naming no type or several is invalid (value None), recorded and counted.
 """
 
 from __future__ import annotations
@@ -55,17 +62,25 @@ __all__ = [
     "IDK",
     "JUDGES",
     "RB_LLM",
+    "UNDERSPECIFIED_TYPE",
+    "UNDERSPECIFIED_TYPES",
     "WHICH",
     "judge_all",
     "judge_summary",
     "load_prompts",
+    "parse_underspecified_type",
     "rb_llm_fallback",
 ]
 
-WHICH = ("idk", "rb_llm", "clarification", "faithfulness")
+WHICH = ("idk", "rb_llm", "clarification", "faithfulness", "underspecified_type")
 # Replies: IDK needs one word; RB_llm an explanation then the rating; clarification a short
-# JSON object; faithfulness (statements, verdicts) a JSON list each.
-DEFAULT_MAX_TOKENS = {"idk": 16, "rb_llm": 512, "clarification": 192, "faithfulness": (512, 1024)}
+# JSON object; faithfulness (statements, verdicts) a JSON list each; the underspecified type one word.
+DEFAULT_MAX_TOKENS = {"idk": 16, "rb_llm": 512, "clarification": 192, "faithfulness": (512, 1024),
+                      "underspecified_type": 16}
+# Table 5's taxonomy of replies to an UNDERSPECIFIED question (the project's labels): the reply asks
+# the user what they mean; answers two or more readings of the question; answers one reading as if
+# the question were clear.
+UNDERSPECIFIED_TYPES = ("clarify", "multiple", "single")
 
 
 # ---------------------------------------------------------------------------------------
@@ -145,6 +160,19 @@ def _parse_clarification(text):
     return None if text is None else parse_clarification(text)
 
 
+_TYPE_WORD = re.compile(r"[a-z]+")
+
+
+def parse_underspecified_type(text) -> str | None:
+    """The underspecified-type judge's label: the one of ``UNDERSPECIFIED_TYPES`` that the reply
+    names (case and punctuation ignored, e.g. "Multiple." -> "multiple"); None (invalid, recorded
+    and counted) when the reply names none of them or more than one (never guessed)."""
+    if not isinstance(text, str):
+        return None
+    found = {w for w in _TYPE_WORD.findall(text.lower()) if w in UNDERSPECIFIED_TYPES}
+    return found.pop() if len(found) == 1 else None
+
+
 IDK = register_judge(Judge(
     name="mtrag_idk", prompt="mtrag_un/idk.yaml", unit="task", fields=("conversation", "response"),
     messages=idk_messages, parse=parse_idk, labels=("yes", "partial", "no"), max_tokens=DEFAULT_MAX_TOKENS["idk"],
@@ -162,12 +190,19 @@ CLARIFICATION = register_judge(Judge(
     max_tokens=DEFAULT_MAX_TOKENS["clarification"],
 ))
 
+UNDERSPECIFIED_TYPE = register_judge(Judge(
+    name="mtrag_underspecified_type", prompt="mtrag_un/underspecified_type.yaml", unit="task",
+    fields=("conversation", "response"), messages=idk_messages, parse=parse_underspecified_type,
+    labels=UNDERSPECIFIED_TYPES, max_tokens=DEFAULT_MAX_TOKENS["underspecified_type"],
+))
+
 # ``which`` name -> the judges it runs (faithfulness: its two steps)
 JUDGES = {"idk": (IDK,), "rb_llm": (RB_LLM,), "clarification": (CLARIFICATION,),
-          "faithfulness": (STATEMENTS_JUDGE, VERDICTS_JUDGE)}
+          "faithfulness": (STATEMENTS_JUDGE, VERDICTS_JUDGE), "underspecified_type": (UNDERSPECIFIED_TYPE,)}
 
 # allowed values per ``which`` name (None = unparsed or skipped)
-ALLOWED = {"idk": (1, 0, 0.5, IDK_UNKNOWN), "clarification": (1.0, 0.0, 0.5)}
+ALLOWED = {"idk": (1, 0, 0.5, IDK_UNKNOWN), "clarification": (1.0, 0.0, 0.5),
+           "underspecified_type": UNDERSPECIFIED_TYPES}
 
 
 def load_prompts(prompts_dir: str | Path, which: Iterable[str] = WHICH) -> dict[str, dict]:
@@ -245,12 +280,12 @@ def judge_all(items: list[dict], engine, prompts_dir: str | Path, max_tokens: di
             out[w] = run_judge(IDK, base, engine, prompts[w], _tokens(max_tokens, w), desc="judge mtrag_idk")
         elif w == "rb_llm":
             out[w] = run_judge(RB_LLM, base, engine, prompts[w], _tokens(max_tokens, w), desc="judge mtrag_rb_llm")
-        elif w == "clarification":
+        elif w in ("clarification", "underspecified_type"):  # asked on UNDERSPECIFIED tasks only
+            judge = CLARIFICATION if w == "clarification" else UNDERSPECIFIED_TYPE
             asked = [b for b in base if b["answerability"] == UNDERSPECIFIED]
-            got = iter(run_judge(CLARIFICATION, asked, engine, prompts[w], _tokens(max_tokens, w),
-                                 desc="judge mtrag_clarification"))
+            got = iter(run_judge(judge, asked, engine, prompts[w], _tokens(max_tokens, w), desc=f"judge {judge.name}"))
             out[w] = [next(got) if b["answerability"] == UNDERSPECIFIED else
-                      {"item_id": b["item_id"], "judge": CLARIFICATION.name, "value": None, "method": "skipped",
+                      {"item_id": b["item_id"], "judge": judge.name, "value": None, "method": "skipped",
                        "parsed": True, "raw": None} for b in base]
         else:
             p_st, p_vd = prompts[w]
@@ -294,9 +329,10 @@ def judge_summary(results: dict[str, list[dict]]) -> dict:
                 s["fallbacks"] = sum(1 for r in asked if r["raw"] is not None and rb_llm_fallback(r["raw"]))
             else:
                 s["values"] = dict(Counter(_key(r["value"]) for r in asked))
-            if w == "clarification":
+            if w in ("clarification", "underspecified_type"):
                 s["asked"] = len(asked)
                 s["skipped"] = len(recs) - len(asked)
+            if w == "clarification":
                 s["undecided"] = sum(1 for r in asked if r["value"] == 0.5)
         out[w] = s
     return out
