@@ -4,10 +4,12 @@
 from convrag.studies.mtrag_un import paths as mtrag_paths
 from convrag.studies.mtrag_un import wiring as mtrag_wiring
 from convrag.studies.mtrag_un.plan import domains as mtrag_domains
+from convrag.studies.mtrag_un import plan as mtrag_plan
 from convrag.data.benchmarks import corpus_id as mtrag_corpus_id
 from convrag.studies.mtrag_un.analyses import SCORE_LABELS as mtrag_score_labels
 
 MTRAG = config["mtrag_un"]
+MTRAG_RUNS = mtrag_wiring.retrieve_names(config)  # Table 2's runs and the mtrag_retrieval target's
 
 
 localrules:
@@ -45,10 +47,10 @@ use rule retrieve from templates as mtrag_un_retrieve with:
     log:
         L.log("mtrag_un/retrieve/{benchmark}/{retriever}/{policy}/{domain}.log"),
     wildcard_constraints:
-        benchmark=alternatives([MTRAG["benchmark"]]),
-        domain=alternatives(mtrag_domains(config)),
-        retriever=alternatives(MTRAG["retrievers"]),
-        policy=alternatives(MTRAG["policies"]),
+        benchmark=alternatives(MTRAG_RUNS["benchmark"]),
+        domain=alternatives(MTRAG_RUNS["domain"]),
+        retriever=alternatives(MTRAG_RUNS["retriever"]),
+        policy=alternatives(MTRAG_RUNS["policy"]),
     conda:
         lambda wc: conda_env(
             models=mtrag_wiring.models(config, wc.retriever, wc.policy),
@@ -75,6 +77,35 @@ use rule score_retrieval from templates as mtrag_un_score_retrieval with:
         runs=shlex.quote(mtrag_wiring.runs_arg(config, L)),
         measures=" ".join(shlex.quote(m) for m in MTRAG["measures"]),
         labels=" ".join(mtrag_score_labels),
+
+# The mtrag_retrieval target: the runs over MTRAG's retrieval tasks (the retrieve rule above, its
+# shipped query forms), scored per task as Table 2's are.
+if MTRAG["mtrag_retrieval"]["benchmark"] is not None:
+
+    localrules:
+        mtrag_un_score_mtrag_retrieval,
+
+    use rule score_retrieval from templates as mtrag_un_score_mtrag_retrieval with:
+        input:
+            tasks=L.benchmark_tasks(MTRAG["mtrag_retrieval"]["benchmark"]),
+            runs=mtrag_wiring.run_files(
+                config, L, jobs=mtrag_plan.mtrag_retrieval_jobs(config)
+            ),
+        output:
+            mtrag_paths.mtrag_retrieval_scores(L),
+        log:
+            L.log("mtrag_un/score_mtrag_retrieval.log"),
+        conda:
+            CONDA_ENVS["cpu"]
+        params:
+            runs=shlex.quote(
+                mtrag_wiring.runs_arg(
+                    config, L, jobs=mtrag_plan.mtrag_retrieval_jobs(config)
+                )
+            ),
+            measures=" ".join(shlex.quote(m) for m in MTRAG["measures"]),
+            labels="first_turn",
+
 
 
 # Generation (Table 4): one job per model x setting x domain; the RAG setting reads the

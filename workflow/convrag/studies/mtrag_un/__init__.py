@@ -34,6 +34,17 @@ class MtragUn(Study):
         check_names(source, "mtrag_un.retrievers", m["retrievers"], config["retrievers"])
         check_names(source, "mtrag_un.policies", m["policies"], POLICIES)
         check_metric_names(m["measures"], "mtrag_un.measures", kind="retrieval")
+        mr = m["mtrag_retrieval"]
+        if mr["benchmark"] is not None:
+            from convrag.errors import ConfigError
+
+            if mr["benchmark"] not in config["benchmarks"]:
+                raise unknown_name(source, "mtrag_un.mtrag_retrieval.benchmark", mr["benchmark"], config["benchmarks"])
+            if config["benchmarks"][mr["benchmark"]]["kind"] != "mtrag_retrieval":
+                raise ConfigError(f"{source}: invalid config key 'mtrag_un.mtrag_retrieval.benchmark': a benchmark "
+                                  f"of kind mtrag_retrieval, got '{mr['benchmark']}' of kind "
+                                  f"{config['benchmarks'][mr['benchmark']]['kind']}")
+            check_names(source, "mtrag_un.mtrag_retrieval.retrievers", mr["retrievers"], config["retrievers"])
         if m["rewrite"]["model"] not in registry:
             raise unknown_name(source, "mtrag_un.rewrite.model", m["rewrite"]["model"], registry)
         g, e = m["generation"], m["evaluation"]
@@ -69,7 +80,7 @@ class MtragUn(Study):
         from convrag.studies.mtrag_un import paths
         from convrag.studies.mtrag_un.plan import domains
 
-        from convrag.studies.mtrag_un.wiring import evaluation_files
+        from convrag.studies.mtrag_un.wiring import evaluation_files, mtrag_retrieval_artifacts
 
         m = config["mtrag_un"]
         b = m["benchmark"]
@@ -77,7 +88,8 @@ class MtragUn(Study):
                 "corpora": [layout.corpus(corpus_id(b, d)) for d in domains(config)],
                 "generation": evaluation_files(config, layout) or None,
                 "human": paths.human_scores(layout) if m["evaluation"]["human_evaluations"] else None,
-                "gold": gold_files(config, layout, b, domains(config)) if m["retrievers"] else []}
+                "gold": gold_files(config, layout, b, domains(config)) if m["retrievers"] else [],
+                **mtrag_retrieval_artifacts(config, layout)}
         return {**arts, **reproduction_artifacts(self, layout, arts)}
 
     def rehearsal_inputs(self, config, folder, questions=4, runs=2, seed=0):
@@ -97,13 +109,14 @@ class MtragUn(Study):
     def context(self, config):
         from convrag.report.reproduction import benchmark_identity, retriever_identity
         from convrag.studies.mtrag_un.plan import domains
+        from convrag.studies.mtrag_un.wiring import mtrag_retrieval_context
 
         m = config["mtrag_un"]
         # what the run used, against what each published number requires (resources/published/mtrag_un.yaml)
         run = {"data": [benchmark_identity(config, m["benchmark"])], "domains": domains(config),
                "retrievers": [retriever_identity(config, r) for r in m["retrievers"]],
                "rewrite_model": m["rewrite"]["model"], "generation_models": list(m["generation"]["models"]),
-               "judge_model": m["evaluation"]["judge_model"]}
+               "judge_model": m["evaluation"]["judge_model"], **mtrag_retrieval_context(config)}
         return {"boot": m["bootstrap"], "domains": domains(config), "policies": m["policies"],
                 "gain_base": m["gain_base"], "standalone_measure": m["standalone_measure"],
                 "bertscore": m["evaluation"]["bertscore"], "judge_model": m["evaluation"]["judge_model"],
@@ -121,11 +134,14 @@ class MtragUn(Study):
 
     def accounting_files(self, config, layout):
         from convrag.studies.mtrag_un import paths
+        from convrag.studies.mtrag_un.plan import mtrag_retrieval_jobs
         from convrag.studies.mtrag_un.wiring import answer_accounting_files, evaluation_files, run_files
 
         human = [paths.human_scores(layout, "accounting.json")] if config["mtrag_un"]["evaluation"][
             "human_evaluations"] else []
-        return (run_files(config, layout, "accounting.json") + answer_accounting_files(config, layout)
+        return (run_files(config, layout, "accounting.json")
+                + run_files(config, layout, "accounting.json", mtrag_retrieval_jobs(config))
+                + answer_accounting_files(config, layout)
                 + evaluation_files(config, layout, "accounting.json") + human)
 
     def plan(self, config):

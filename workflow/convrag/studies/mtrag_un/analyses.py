@@ -47,6 +47,41 @@ def retrieval_table(scores: pd.DataFrame) -> pd.DataFrame:
     return wide
 
 
+MISSING_RANKING = "zero-scored, counted"  # the mtrag_retrieval table's statement of the official rule
+
+
+def official_retrieval_table(scores: pd.DataFrame, empty: dict | None = None) -> pd.DataFrame:
+    """MTRAG's retrieval numbers (target mtrag_retrieval) aggregated as IBM's
+    ``scripts/evaluation/run_retrieval_eval.py`` does: per domain (the script's collection) the
+    mean over its scored tasks, rounded to 5 decimals; ``all (weighted)`` weights each domain's
+    rounded mean by its number of tasks (the script's "all" row); ``macro`` is the plain mean of the
+    domain means (what the papers call a macro average). ``scores``: per-task rows of
+    ``score_runs``; ``empty``: (retriever, policy, domain) -> tasks whose ranking was empty (no line
+    in the run), already zero-scored and counted in ``scores``, as the script scores a task with an
+    empty context list (it skips only tasks absent from its input, which the retrieve stage never
+    leaves out)."""
+    if scores.empty:
+        return pd.DataFrame()
+    empty = empty or {}
+    measures = list(scores.measure.unique())
+    per = (scores.groupby(["retriever", "policy", "domain", "measure"], sort=True)
+           .agg(tasks=("task_id", "nunique"), value=("value", "mean")).reset_index())
+    per["value"] = per.value.round(5)
+    per["empty_rankings"] = [empty.get((r, p, d), 0) for r, p, d in zip(per.retriever, per.policy, per.domain)]
+    keys = ["retriever", "policy", "measure"]
+    macro = per.groupby(keys, sort=True).agg(tasks=("tasks", "sum"), value=("value", "mean"),
+                                             empty_rankings=("empty_rankings", "sum")).reset_index()
+    weighted = (per.assign(w=per.value * per.tasks).groupby(keys, sort=True)
+                .agg(tasks=("tasks", "sum"), w=("w", "sum"), empty_rankings=("empty_rankings", "sum")).reset_index())
+    weighted = weighted.assign(value=weighted.w / weighted.tasks).drop(columns="w")
+    out = pd.concat([per, macro.assign(domain="macro"), weighted.assign(domain="all (weighted)")], ignore_index=True)
+    wide = out.pivot_table(index=["retriever", "policy", "domain", "tasks", "empty_rankings"], columns="measure",
+                           values="value", sort=False)[measures].reset_index()
+    wide.columns.name = None
+    wide.insert(2, "query", wide.policy.map(POLICY_LABELS).fillna(wide.policy))
+    return wide.assign(missing_ranking=MISSING_RANKING)
+
+
 def standalone_table(scores: pd.DataFrame, measure: str = "R@5") -> pd.DataFrame:
     """Table 3: ``measure`` on standalone vs non-standalone tasks, macro over domains."""
     s = scores[(scores.measure == measure) & scores.standalone.notna()]

@@ -21,6 +21,11 @@ def retrieval_scores(L: Layout) -> str:
     return f"{root(L)}/scores/retrieval.parquet"
 
 
+def mtrag_retrieval_scores(L: Layout) -> str:
+    """Per-task scores of the runs over MTRAG's retrieval tasks (the mtrag_retrieval target)."""
+    return f"{root(L)}/scores/mtrag_retrieval.parquet"
+
+
 def answers(L: Layout, benchmark: str, model: str, setting: str, domain: str, ext: str = "jsonl") -> str:
     """``jsonl`` (one answer record per task), ``accounting.json``."""
     return f"{root(L)}/answers/{benchmark}/{model}/{setting}/{domain}.{ext}"

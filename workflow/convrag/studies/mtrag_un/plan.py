@@ -23,6 +23,25 @@ def retrieval_jobs(config: dict) -> list[dict]:
             for d in domains(config) for r in m["retrievers"] for p in m["policies"]]
 
 
+def mtrag_retrieval_domains(config: dict) -> list[str]:
+    """The domains of the MTRAG retrieval-task benchmark of the mtrag_retrieval target (none when off)."""
+    from convrag.data.benchmarks import benchmark_loader
+
+    name = config["mtrag_un"]["mtrag_retrieval"]["benchmark"]
+    if name is None:
+        return []
+    spec = config["benchmarks"][name]
+    return benchmark_loader(spec["kind"]).domains(spec)
+
+
+def mtrag_retrieval_jobs(config: dict) -> list[dict]:
+    """The retrieval runs of the mtrag_retrieval target (MTRAG's retrieval tasks x retriever x shipped
+    query form); none while ``mtrag_un.mtrag_retrieval.benchmark`` is null."""
+    mr = config["mtrag_un"]["mtrag_retrieval"]
+    return [dict(benchmark=mr["benchmark"], domain=d, retriever=r, policy=p)
+            for d in mtrag_retrieval_domains(config) for r in mr["retrievers"] for p in mr["policies"]]
+
+
 def rag_run(config: dict) -> tuple[str, str]:
     """(retriever, policy) whose run feeds the RAG setting: the configured one, else the first
     retriever with the last policy (the rewrite, in the paper's order LT, RW)."""

@@ -41,6 +41,23 @@ def _rewrite_gain(inputs, ctx):
     return pd.concat([A.policy_gain(s, base, o, ctx["boot"]) for o in others], ignore_index=True)
 
 
+def _mtrag_retrieval(inputs):
+    """MTRAG's retrieval tasks scored and aggregated as its official script does; empty rankings
+    counted per (retriever, policy, domain) from the runs (``.../<retriever>/<policy>/<domain>.trec``)."""
+    from pathlib import Path
+
+    from convrag.metrics.retrieval import read_trec_run
+
+    s = pd.read_parquet(inputs["mtrag_retrieval"])
+    empty = {}
+    for path in inputs["mtrag_retrieval_runs"]:
+        retriever, policy, domain = Path(path).parts[-3], Path(path).parts[-2], Path(path).stem
+        ranked = {q for q, docs in read_trec_run(path).items() if docs}
+        tasks = set(s[(s.retriever == retriever) & (s.policy == policy) & (s.domain == domain)].task_id)
+        empty[(retriever, policy, domain)] = len(tasks - ranked)
+    return A.official_retrieval_table(s, empty)
+
+
 def _gen(inputs):
     return A.read_generation(inputs["generation"])
 
@@ -92,6 +109,8 @@ TARGETS = {t.name: t for t in [
     Target("table3_standalone", "table", lambda i, c: A.standalone_table(_scores(i), c["standalone_measure"]),
            inputs=("gold", "retrieval")),
     Target("rewrite_gain", "table", _rewrite_gain, inputs=("gold", "retrieval")),
+    Target("mtrag_retrieval", "table", lambda i, c: _mtrag_retrieval(i),
+           inputs=("mtrag_retrieval_gold", "mtrag_retrieval", "mtrag_retrieval_runs")),
     Target("table4_generation", "table", lambda i, c: A.generation_table(_gen(i), c["bertscore"]), inputs=("generation",)),
     Target("table4_setting_gain", "table", lambda i, c: A.setting_gain(_gen(i), c["boot"]), inputs=("generation",)),
     Target("figure3a_by_answerability", "figure", lambda i, c: A.by_label(_gen(i), "answerability"),

@@ -7,18 +7,54 @@ import json
 from convrag.data.benchmarks import corpus_id
 from convrag.layout import Layout
 from convrag.studies.mtrag_un import paths
-from convrag.studies.mtrag_un.plan import retrieval_jobs
+from convrag.studies.mtrag_un.plan import mtrag_retrieval_jobs, retrieval_jobs
 
 
-def run_files(config: dict, L: Layout, ext: str = "trec") -> list[str]:
-    return [paths.run(L, j["benchmark"], j["domain"], j["retriever"], j["policy"], ext) for j in retrieval_jobs(config)]
+def run_files(config: dict, L: Layout, ext: str = "trec", jobs: list[dict] | None = None) -> list[str]:
+    """The files of Table 2's retrieval runs (or of ``jobs``)."""
+    jobs = retrieval_jobs(config) if jobs is None else jobs
+    return [paths.run(L, j["benchmark"], j["domain"], j["retriever"], j["policy"], ext) for j in jobs]
 
 
-def runs_arg(config: dict, L: Layout) -> str:
-    """The runs of the scoring step as JSON [{retriever, policy, domain, path}]."""
+def runs_arg(config: dict, L: Layout, jobs: list[dict] | None = None) -> str:
+    """The runs of the scoring step as JSON [{retriever, policy, domain, path}] (Table 2's, or ``jobs``)."""
+    jobs = retrieval_jobs(config) if jobs is None else jobs
     return json.dumps([{**{k: j[k] for k in ("retriever", "policy", "domain")},
                         "path": paths.run(L, j["benchmark"], j["domain"], j["retriever"], j["policy"])}
-                       for j in retrieval_jobs(config)])
+                       for j in jobs])
+
+
+def retrieve_names(config: dict) -> dict[str, list[str]]:
+    """The wildcard values of the retrieve rule: Table 2's runs and the mtrag_retrieval target's."""
+    jobs = retrieval_jobs(config) + mtrag_retrieval_jobs(config)
+    return {k: list(dict.fromkeys(j[k] for j in jobs)) for k in ("benchmark", "domain", "retriever", "policy")}
+
+
+def mtrag_retrieval_artifacts(config: dict, L: Layout) -> dict:
+    """The mtrag_retrieval target's artifacts (None while the target is off): the per-task scores,
+    the runs (to count empty rankings) and the gold checks of the benchmark's corpora."""
+    from convrag.data.gold import gold_files
+    from convrag.studies.mtrag_un.plan import mtrag_retrieval_domains
+
+    jobs = mtrag_retrieval_jobs(config)
+    if not jobs:
+        return {"mtrag_retrieval": None, "mtrag_retrieval_runs": None, "mtrag_retrieval_gold": None}
+    b = config["mtrag_un"]["mtrag_retrieval"]["benchmark"]
+    return {"mtrag_retrieval": paths.mtrag_retrieval_scores(L), "mtrag_retrieval_runs": run_files(config, L, jobs=jobs),
+            "mtrag_retrieval_gold": gold_files(config, L, b, mtrag_retrieval_domains(config))}
+
+
+def mtrag_retrieval_context(config: dict) -> dict:
+    """What the mtrag_retrieval target's run used (the reproduction table's run keys)."""
+    from convrag.report.reproduction import benchmark_identity, retriever_identity
+    from convrag.studies.mtrag_un.plan import mtrag_retrieval_domains
+
+    mr = config["mtrag_un"]["mtrag_retrieval"]
+    if mr["benchmark"] is None:
+        return {}
+    return {"mtrag_retrieval_data": [benchmark_identity(config, mr["benchmark"])],
+            "mtrag_retrieval_domains": mtrag_retrieval_domains(config),
+            "mtrag_retrieval_retrievers": [retriever_identity(config, r) for r in mr["retrievers"]]}
 
 
 def retrieve_inputs(config: dict, L: Layout, prompts_dir: str, benchmark: str, domain: str, retriever: str,
