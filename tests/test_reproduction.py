@@ -552,3 +552,17 @@ def test_a_range_over_named_rows_and_an_unavailable_entry(tmp_path):
     assert e.unavailable and e.reason == "the paper does not name them"
     with pytest.raises(DataError, match="'unavailable'"):
         _entry({**base, "ours": {"target": "f5", "value": "recovery"}, "unavailable": "no"}, 0, "p", {})
+
+
+def test_own_prompt_wording_per_role():
+    """``requires: {prompts: [roles]}``: only the roles that ran in the project's wording are named."""
+    from convrag.report.reproduction import own_prompts
+
+    have = {"generation": "own", "idk": "official", "rb_llm": "my/rb.yaml"}
+    assert own_prompts(["generation", "idk"], have) == ["generation"]
+    assert own_prompts(["idk", "rb_llm"], have) == []
+    assert own_prompts(["clarification"], have) == ["clarification"]  # not named by the run: its own wording
+    assert own_prompts("supplied", "supplied") == [] and own_prompts("supplied", "own") == ["all"]
+    assert requirement_failures({"prompts": ["generation", "idk"]}, {"prompts": have}) == [
+        "own prompt wording (generation)"]
+    assert requirement_failures({"prompts": "supplied"}, {"prompts": "own"}) == ["own prompt wording"]

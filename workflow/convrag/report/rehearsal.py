@@ -100,8 +100,8 @@ def summary_line(df: pd.DataFrame) -> str:
     line = (f"resolved {int(n.get(RESOLVED, 0))} of {len(df)} published numbers; "
             f"{int(n.get(UNAVAILABLE, 0))} unavailable; {int(n.get(UNRESOLVED, 0))} unresolved")
     own = int(df["reason"].fillna("").str.contains("own prompt wording").sum())
-    line += f"; {own} of them on the project's own prompt wording (not comparable until lic_rag.prompts " \
-        "names the paper's)" if own else ""
+    line += f"; {own} of them on the project's own prompt wording (not comparable until the config names " \
+        "the paper's prompts)" if own else ""
     return line + (f"; {int(n[AMBIGUOUS])} ambiguous" if n.get(AMBIGUOUS) else "")
 
 

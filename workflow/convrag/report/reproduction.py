@@ -46,9 +46,10 @@ KINDS = ("estimate", "deterministic")
 SCALES = {"points": 100.0, "share": 1.0, "ratio": None, "count": None}
 COLUMNS = ["id", "source", "what", "scale", "published", "published_ci_low", "published_ci_high", "ours",
            "ours_ci_low", "ours_ci_high", "kind", "tolerance", "verdict", "reason", "target", "where", "prompts"]
-# A published file's ``requires: {prompts: supplied}``: the number depends on the paper's prompts, so
-# a run with the project's own wording (the run's ``prompts``: "own") is "not comparable: own prompt
-# wording"; ``prompts_used`` (the run's prompt files, in words) fills every row's ``prompts`` column.
+# A published file's ``requires: {prompts: supplied}`` (or a list of roles: ``[generation, idk]``): the
+# number depends on the paper's prompts, so a run with the project's own wording (the run's
+# ``prompts``: "own", or role -> "own") is "not comparable: own prompt wording"; ``prompts_used``
+# (the run's prompt files, in words) fills every row's ``prompts`` column.
 OWN_PROMPTS, SUPPLIED_PROMPTS = "own", "supplied"
 
 _FILE_KEYS = {"study", "requires", "unreleased", "entries"}
@@ -332,15 +333,26 @@ def _has(have: list, need) -> bool:
                for h in have)
 
 
+def own_prompts(need, have) -> list[str]:
+    """The prompts a number depends on that ran in the project's own wording. ``need``:
+    ``supplied`` (every prompt of the run; ``have`` is ``supplied`` or ``own``) or a list of
+    roles (``have``: role -> ``own``, ``official`` or the user's file)."""
+    if isinstance(need, list):
+        have = have if isinstance(have, dict) else {}
+        return [r for r in need if have.get(r, OWN_PROMPTS) == OWN_PROMPTS]
+    return [] if have == SUPPLIED_PROMPTS else ["all"]
+
+
 def requirement_failures(requires: dict, run: dict, unreleased: dict | None = None) -> list[str]:
     """What the run lacks of what a published number depends on, one text per key. A list
     requirement needs every item in the run's list; a single value needs equality."""
     unreleased = unreleased or {}
     out = []
     for key, need in requires.items():
-        if key == "prompts":  # the paper's prompts (a file the user supplies) or the project's own wording
-            if need == SUPPLIED_PROMPTS and run.get("prompts") != SUPPLIED_PROMPTS:
-                out.append("own prompt wording")
+        if key == "prompts":  # the paper's prompts (official or supplied) or the project's own wording
+            own = own_prompts(need, run.get("prompts"))
+            if own:
+                out.append("own prompt wording" + (f" ({', '.join(own)})" if isinstance(need, list) else ""))
             continue
         if key not in run or run[key] is None:
             out.append(f"this run has no {key.replace('_', ' ')}")

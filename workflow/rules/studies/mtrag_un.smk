@@ -15,6 +15,7 @@ MTRAG_RUNS = mtrag_wiring.retrieve_names(config)  # Table 2's runs and the mtrag
 localrules:
     mtrag_un,
     mtrag_un_score_retrieval,
+    mtrag_un_official_prompt,  # a download: on the submit host
 
 
 # `snakemake --cores all mtrag_un`: this study alone.
@@ -78,6 +79,7 @@ use rule score_retrieval from templates as mtrag_un_score_retrieval with:
         measures=" ".join(shlex.quote(m) for m in MTRAG["measures"]),
         labels=" ".join(mtrag_score_labels),
 
+
 # The mtrag_retrieval target: the runs over MTRAG's retrieval tasks (the retrieve rule above, its
 # shipped query forms), scored per task as Table 2's are.
 if MTRAG["mtrag_retrieval"]["benchmark"] is not None:
@@ -105,7 +107,6 @@ if MTRAG["mtrag_retrieval"]["benchmark"] is not None:
             ),
             measures=" ".join(shlex.quote(m) for m in MTRAG["measures"]),
             labels="first_turn",
-
 
 
 # Generation (Table 4): one job per model x setting x domain; the RAG setting reads the
@@ -156,9 +157,29 @@ rule mtrag_un_answer:
 
 
 # The official scorer on one answers file: metrics, judges (one model), conditioning.
+# IBM's own judge prompts where the config asks for them (evaluation.prompts.<judge>: official):
+# fetched from the scorer's source at the benchmark's pinned commit and adapted, never stored in
+# the repository.
+rule mtrag_un_official_prompt:
+    output:
+        mtrag_paths.official_prompt(L, "{judge}"),
+    log:
+        L.log("mtrag_un/official_prompt/{judge}.log"),
+    wildcard_constraints:
+        judge="idk|rb_llm|clarification",
+    conda:
+        CONDA_ENVS["cpu"]
+    params:
+        revision=config["benchmarks"][MTRAG["benchmark"]].get("revision") or "",
+    shell:
+        "convrag mtrag-un official-prompt --judge {wildcards.judge} --revision {params.revision}"
+        " --out {output} 2> {log}"
+
+
 rule mtrag_un_evaluate:
     input:
         tasks=L.benchmark_tasks(MTRAG["benchmark"]),
+        prompt_files=list(mtrag_wiring.judge_prompt_files(config, L).values()),
         answers=mtrag_paths.answers(
             L, "{benchmark}", "{model}", "{setting}", "{domain}"
         ),
@@ -193,7 +214,7 @@ rule mtrag_un_evaluate:
         gpu=gpu_resources(MTRAG["evaluation"]["judge_model"])["gpu"],
         gpu_model=gpu_resources(MTRAG["evaluation"]["judge_model"]).get("gpu_model", ""),
     params:
-        args=mtrag_wiring.evaluate_args(config, REGISTRY, CACHE, PROMPTS),
+        args=mtrag_wiring.evaluate_args(config, REGISTRY, CACHE, PROMPTS, L),
         corpus=lambda wc, input: f"--corpus {input.corpus}" if input.corpus else "",
     shell:
         "convrag mtrag-un evaluate --tasks {input.tasks} --answers {input.answers} --model {wildcards.model}"
@@ -223,7 +244,7 @@ rule mtrag_un_human_eval:
         source=lambda wc, input: (
             " ".join(input.evaluations) or mtrag_wiring.human_source(config, from_repo)
         ),
-        args=mtrag_wiring.evaluate_args(config, REGISTRY, CACHE, PROMPTS),
+        args=mtrag_wiring.evaluate_args(config, REGISTRY, CACHE, PROMPTS, L),
     shell:
         "convrag mtrag-un human-eval --evaluations {params.source} {params.args} --threads {threads}"
         " --out {output.scores} --verdicts {output.verdicts} --accounting {output.accounting} 2> {log}"

@@ -48,7 +48,7 @@ def runs_arg(config: dict, L: Layout) -> str:
 def retrieve_inputs(config: dict, L: Layout, prompts_dir: str, retriever: str, policy: str) -> dict:
     ins = {"tasks": tasks_file(config, L), "index": L.index_manifest(index_corpus(config), retriever)}
     if policy == "llm_rewrite":
-        ins["rewrite_prompts"] = f"{prompts_dir}/rag/rewrite.yaml"
+        ins["rewrite_prompts"] = config["coral"]["rewrite"]["prompt"] or f"{prompts_dir}/rag/rewrite.yaml"
     return ins
 
 
@@ -117,7 +117,7 @@ def sft_inputs(config: dict, L: Layout, prompts_dir: str, name: str) -> dict:
     x = config["coral"]["sft"][name]
     if x["role"] == "rewrite":
         tasks = L.benchmark_tasks(x["train"]) if x["train"] else tasks_file(config, L)
-        return {"tasks": tasks, "prompts": f"{prompts_dir}/rag/rewrite.yaml"}
+        return {"tasks": tasks, "prompts": config["coral"]["rewrite"]["prompt"] or f"{prompts_dir}/rag/rewrite.yaml"}
     ins = answer_inputs(config, L, prompts_dir)
     return {k: ins[k] for k in ("tasks", "run", "queries", "corpus", "prompts")}
 

@@ -36,7 +36,7 @@ def answer_inputs(config: dict, L: Layout, prompts_dir: str, benchmark: str, ret
            "indexes": [] if closed else [L.index_manifest(cid, retriever) for cid in domains(config, benchmark).values()],
            "corpora": [] if closed else [L.corpus(cid) for cid in domains(config, benchmark).values()]}
     if policy == "llm_rewrite":
-        ins["rewrite_prompts"] = f"{prompts_dir}/rag/rewrite.yaml"
+        ins["rewrite_prompts"] = c["rewrite"]["prompt"] or f"{prompts_dir}/rag/rewrite.yaml"
     return ins
 
 

@@ -109,14 +109,16 @@ class MtragUn(Study):
     def context(self, config):
         from convrag.report.reproduction import benchmark_identity, retriever_identity
         from convrag.studies.mtrag_un.plan import domains
-        from convrag.studies.mtrag_un.wiring import mtrag_retrieval_context
+        from convrag.studies.mtrag_un.wiring import mtrag_retrieval_context, prompt_sources
 
         m = config["mtrag_un"]
         # what the run used, against what each published number requires (resources/published/mtrag_un.yaml)
         run = {"data": [benchmark_identity(config, m["benchmark"])], "domains": domains(config),
                "retrievers": [retriever_identity(config, r) for r in m["retrievers"]],
                "rewrite_model": m["rewrite"]["model"], "generation_models": list(m["generation"]["models"]),
-               "judge_model": m["evaluation"]["judge_model"], **mtrag_retrieval_context(config)}
+               "judge_model": m["evaluation"]["judge_model"], **mtrag_retrieval_context(config),
+               "prompts": prompt_sources(config),
+               "prompts_used": "; ".join(f"{k}: {v}" for k, v in prompt_sources(config).items())}
         return {"boot": m["bootstrap"], "domains": domains(config), "policies": m["policies"],
                 "gain_base": m["gain_base"], "standalone_measure": m["standalone_measure"],
                 "bertscore": m["evaluation"]["bertscore"], "judge_model": m["evaluation"]["judge_model"],

@@ -16,7 +16,7 @@ def _score_and_write(items, a, setting: dict, extra=None):
     with Job(a.registry, a.cache) as job:
         engine = job.engine(a.judge_model, role="judge")
         df, verdicts, counts = score_items(items, engine, a.prompts_dir, a.judges, a.max_tokens,
-                                           bertscore_config(a.bertscore))
+                                           bertscore_config(a.bertscore), a.prompt_files)
         df = df.assign(**setting, judge_model=a.judge_model)
         if extra is not None:
             import pandas as pd
@@ -64,11 +64,46 @@ def _judge_args(s):
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--judges", nargs="+", required=True, help="idk rb_llm clarification faithfulness")
     s.add_argument("--max-tokens", type=json_arg, default={}, help="JSON judge -> max new tokens")
+    s.add_argument("--prompt-files", type=json_arg, default={},
+                   help="JSON judge -> prompt file replacing the project's (the user's, or an adapted official one)")
     s.add_argument("--bertscore", type=json_arg, default="offline", help='JSON: "paper", "offline" or a dict')
     s.add_argument("--threads", type=int, default=None)
 
 
+def cmd_official_prompt(a):
+    """Download one of IBM's judge prompt files at the pinned commit and adapt it (all or nothing)."""
+    import tempfile
+
+    import yaml
+
+    from convrag.data.download import download_url
+    from convrag.io import atomic_open
+    from convrag.judges.official import adapt
+    from convrag.sources import github_file
+    from convrag.studies.mtrag_un.judges import OFFICIAL, OFFICIAL_REPO
+
+    spec = OFFICIAL[a.judge]
+    src = github_file(OFFICIAL_REPO, a.revision, spec.file)
+    with tempfile.TemporaryDirectory() as tmp:
+        local = a.source
+        if not local:  # checked against the blob id and sha256 of resources/sources.yaml
+            local = f"{tmp}/{spec.file.rsplit('/', 1)[-1]}"
+            download_url(src["url"], local, sha256=src["sha256"], git_blob=src["git_blob"])
+        prompts = adapt(local, spec, source=src["url"])
+    with atomic_open(a.out) as fh:
+        fh.write(f"# {a.judge} judge: IBM's official prompt, adapted from {src['url']} (not part of this repository)\n")
+        yaml.safe_dump(prompts, fh, sort_keys=False, allow_unicode=True, width=1000)
+
+
 def add_cli(sub) -> None:
+    s = sub.add_parser("official-prompt", help="fetch one of IBM's official judge prompts at a pinned commit and "
+                                               "adapt it into the project's prompt format")
+    s.set_defaults(fn=cmd_official_prompt)
+    s.add_argument("--judge", required=True, choices=["idk", "rb_llm", "clarification"])
+    s.add_argument("--revision", required=True, help="IBM/mt-rag-benchmark commit (the benchmark's pinned revision)")
+    s.add_argument("--source", default=None, help="a local copy of the official file (default: download it)")
+    s.add_argument("--out", required=True)
+
     s = sub.add_parser("evaluate", help="score one answers file as the official MTRAG scorer does (metrics, "
                                         "judges, conditioning) into Parquet, with every verdict")
     s.set_defaults(fn=cmd_evaluate)

@@ -64,7 +64,7 @@ def answer_items(tasks, answers: list[dict], corpus: dict | None = None) -> list
 
 
 def score_items(items: list[dict], engine, prompts_dir: str, judges: list[str], max_tokens: dict,
-                bertscore: dict) -> tuple[pd.DataFrame, list[dict], dict]:
+                bertscore: dict, prompt_files: dict | None = None) -> tuple[pd.DataFrame, list[dict], dict]:
     """(one metrics row per item, every verdict record, counts)."""
     from convrag.studies.mtrag_un.judges import judge_all, judge_summary, rb_llm_fallback
 
@@ -76,7 +76,8 @@ def score_items(items: list[dict], engine, prompts_dir: str, judges: list[str], 
     alg = algorithmic_scores([items[i]["response"] for i in scored], [items[i]["targets"] for i in scored],
                              [items[i]["contexts"] for i in scored], bertscore) if scored else []
     alg_by = dict(zip(scored, alg))
-    verdicts = judge_all(items, engine, prompts_dir, max_tokens=max_tokens, which=tuple(judges))
+    verdicts = judge_all(items, engine, prompts_dir, max_tokens=max_tokens, which=tuple(judges),
+                         prompt_files=prompt_files)
     rows = []
     for i, it in enumerate(items):
         a = alg_by.get(i, {})

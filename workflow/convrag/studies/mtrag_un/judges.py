@@ -42,6 +42,7 @@ from typing import Iterable
 
 import yaml
 
+from convrag.judges.official import OfficialPrompt
 from convrag.llm.judge import Judge, register_judge, run_judge
 from convrag.metrics.faithfulness import STATEMENTS_JUDGE, STATUSES, VERDICTS_JUDGE, faithfulness_scores
 from convrag.metrics.mtrag import (
@@ -89,7 +90,9 @@ UNDERSPECIFIED_TYPES = ("clarify", "multiple", "single")
 
 
 def _system(prompts: dict) -> list[dict]:
-    return [{"role": "system", "content": prompts["system"].strip()}]
+    """The system message; none for an official prompt (one user message, examples inline)."""
+    text = (prompts.get("system") or "").strip()
+    return [{"role": "system", "content": text}] if text else []
 
 
 def idk_messages(prompts: dict, item: dict) -> list[dict]:
@@ -113,7 +116,9 @@ def rb_llm_messages(prompts: dict, item: dict) -> list[dict]:
     Earlier turns and current question come from ``split_conversation`` (official quirks
     included); an empty previous conversation is shown as ``NO_EARLIER_TURNS``."""
     previous, question = split_conversation(item["conversation"])
-    user = prompts["user"].format(previous=previous or NO_EARLIER_TURNS, question=question,
+    # the official prompt shows an empty previous conversation as it is (an empty section)
+    user = prompts["user"].format(previous=previous or ("" if prompts.get("official") else NO_EARLIER_TURNS),
+                                  question=question,
                                   reference=item["reference"], response=item["response"] or "",
                                   documents=item["documents"])
     return _system(prompts) + [{"role": "user", "content": user}]
@@ -205,12 +210,33 @@ ALLOWED = {"idk": (1, 0, 0.5, IDK_UNKNOWN), "clarification": (1.0, 0.0, 0.5),
            "underspecified_type": UNDERSPECIFIED_TYPES}
 
 
-def load_prompts(prompts_dir: str | Path, which: Iterable[str] = WHICH) -> dict[str, dict]:
-    """The prompt dicts of ``which`` from the prompts folder (``resources/prompts``):
+# IBM's own judge prompts at the benchmark's pinned commit (convrag.judges.official adapts them;
+# ``mtrag_un.evaluation.prompts.<judge>: official``): where each lives and how its fields map onto
+# ours. The clarification judge is the official "underspecified" judge (Figure 6).
+OFFICIAL_REPO = "IBM/mt-rag-benchmark"
+OFFICIAL = {
+    "idk": OfficialPrompt("scripts/evaluation/judge_utils.py", "prompt_template",
+                          {"inquiry": "conversation", "response": "response"}, function="format_idk_judge"),
+    "rb_llm": OfficialPrompt("scripts/evaluation/judge_utils.py", "formatted_conversation",
+                             {"row['previous_conversation']": "previous", "row['current_question']": "question",
+                              "row['reference_answer']": "reference", "row['response']": "response",
+                              "document_txt": "documents"}, function="format_conversation_radbench"),
+    "clarification": OfficialPrompt("scripts/evaluation/underspecified_eval.py", "UNDERSPECIFIED_PROMPT",
+                                    {"response": "response"}),
+}
+
+
+def load_prompts(prompts_dir: str | Path, which: Iterable[str] = WHICH, files: dict | None = None) -> dict[str, dict]:
+    """The prompt dicts of ``which`` from the prompts folder (``resources/prompts``), or from
+    ``files`` (judge -> a prompt file: the user's, or an adapted official one):
     ``{"idk": {...}, ..., "faithfulness": ({statements}, {verdicts})}``."""
     root = Path(prompts_dir)
+    files = files or {}
     out = {}
     for w in which:
+        if w in files:
+            out[w] = yaml.safe_load(Path(files[w]).read_text(encoding="utf-8"))
+            continue
         loaded = tuple(yaml.safe_load((root / j.prompt).read_text(encoding="utf-8")) for j in JUDGES[w])
         out[w] = loaded if w == "faithfulness" else loaded[0]
     return out
@@ -240,7 +266,7 @@ def _tokens(max_tokens: dict | None, w: str):
 
 
 def judge_all(items: list[dict], engine, prompts_dir: str | Path, max_tokens: dict | None = None,
-              which: Iterable[str] = WHICH) -> dict[str, list[dict]]:
+              which: Iterable[str] = WHICH, prompt_files: dict | None = None) -> dict[str, list[dict]]:
     """Run the MTRAG-UN judges over ``items``; one record per item and judge, in item order.
 
     ``items``: ``{item_id, conversation_turns: [{"speaker": "user"|"agent", "text"}, ...]``
@@ -262,7 +288,7 @@ def judge_all(items: list[dict], engine, prompts_dir: str | Path, max_tokens: di
     bad = [w for w in which if w not in WHICH]
     if bad:
         raise ValueError(f"judge_all: unknown judge(s) {bad} (known: {', '.join(WHICH)})")
-    prompts = load_prompts(prompts_dir, which)
+    prompts = load_prompts(prompts_dir, which, prompt_files)
     base = []
     for i, it in enumerate(items):
         for f in ("conversation_turns", "response", "targets", "contexts"):

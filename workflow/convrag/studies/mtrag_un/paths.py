@@ -39,3 +39,8 @@ def evaluation(L: Layout, benchmark: str, model: str, setting: str, domain: str,
 def human_scores(L: Layout, ext: str = "parquet") -> str:
     """The human-evaluated responses re-scored by the project's metrics and judges."""
     return f"{root(L)}/evaluation/human/scores.{ext}"
+
+
+def official_prompt(L: Layout, judge: str) -> str:
+    """IBM's judge prompt, downloaded at the pinned commit and adapted (``evaluation.prompts``)."""
+    return f"{root(L)}/prompts/official_{judge}.yaml"

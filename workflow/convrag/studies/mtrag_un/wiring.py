@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from convrag.data.benchmarks import corpus_id
 from convrag.layout import Layout
@@ -62,7 +63,7 @@ def retrieve_inputs(config: dict, L: Layout, prompts_dir: str, benchmark: str, d
     ins = {"tasks": L.benchmark_tasks(benchmark),
            "index": L.index_manifest(corpus_id(benchmark, domain), retriever)}
     if policy == "llm_rewrite":
-        ins["rewrite_prompts"] = f"{prompts_dir}/rag/rewrite.yaml"
+        ins["rewrite_prompts"] = config["mtrag_un"]["rewrite"].get("prompt") or f"{prompts_dir}/rag/rewrite.yaml"
     return ins
 
 
@@ -82,7 +83,7 @@ def models(config: dict, retriever: str, policy: str) -> list[str]:
 def answer_inputs(config: dict, L: Layout, prompts_dir: str, benchmark: str, setting: str, domain: str) -> dict:
     from convrag.studies.mtrag_un.plan import rag_run
 
-    ins = {"tasks": L.benchmark_tasks(benchmark), "prompts": f"{prompts_dir}/{config['mtrag_un']['generation']['prompt']}"}
+    ins = {"tasks": L.benchmark_tasks(benchmark), "prompts": generation_prompt(config, prompts_dir)}
     if setting == "rag":
         retriever, policy = rag_run(config)
         ins.update(run=paths.run(L, benchmark, domain, retriever, policy),
@@ -119,10 +120,38 @@ def answer_accounting_files(config: dict, L: Layout) -> list[str]:
             for j in generation_jobs(config)]
 
 
-def evaluate_args(config: dict, registry: str, cache: str, prompts_dir: str) -> str:
+def generation_prompt(config: dict, prompts_dir: str) -> str:
+    """The reader prompt file: under the prompts folder, or the user's own (a path that exists)."""
+    p = config["mtrag_un"]["generation"]["prompt"]
+    return p if Path(p).is_file() and not Path(prompts_dir, p).is_file() else f"{prompts_dir}/{p}"
+
+
+OFFICIAL = "official"
+
+
+def judge_prompt_files(config: dict, L: Layout) -> dict[str, str]:
+    """judge -> the prompt file replacing the project's: an adapted official one, or the user's."""
+    given = config["mtrag_un"]["evaluation"]["prompts"]
+    return {j: paths.official_prompt(L, j) if v == OFFICIAL else v for j, v in given.items() if v}
+
+
+def prompt_sources(config: dict) -> dict[str, str]:
+    """Which prompt each role of the run used, for the reproduction table: ``own`` (the project's
+    wording), ``official`` (IBM's, adapted) or the user's file."""
+    m = config["mtrag_un"]
+    gen = m["generation"]["prompt"]
+    out = {"generation": "own" if gen == "mtrag_un/reader.yaml" else gen,
+           "rewrite": m["rewrite"].get("prompt") or "own"}
+    out.update({j: m["evaluation"]["prompts"][j] or "own" for j in ("idk", "rb_llm", "clarification")})
+    return out
+
+
+def evaluate_args(config: dict, registry: str, cache: str, prompts_dir: str, L: Layout | None = None) -> str:
     e = config["mtrag_un"]["evaluation"]
+    files = judge_prompt_files(config, L) if L is not None else {}
     return (f"--judge-model {e['judge_model']} --judges {' '.join(e['judges'])} --registry {registry} --cache {cache}"
-            f" --prompts-dir {prompts_dir} --max-tokens '{json.dumps(e['max_tokens'], sort_keys=True)}'"
+            + (f" --prompt-files '{json.dumps(files, sort_keys=True)}'" if files else "")
+            + f" --prompts-dir {prompts_dir} --max-tokens '{json.dumps(e['max_tokens'], sort_keys=True)}'"
             f" --bertscore '{json.dumps(e['bertscore'], sort_keys=True)}'")
 
 
