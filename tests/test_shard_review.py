@@ -106,3 +106,19 @@ def test_review_file_problems(tmp_path):
     (tmp_path / "bad.yaml").write_text("reviews: {qid: 1}\n")
     with pytest.raises(DataError, match="top-level 'reviews:' list"):
         apply_review(sets, qs, tmp_path / "bad.yaml")
+
+
+def test_a_review_never_gives_more_questions_than_the_grid_holds():
+    """n_questions 2: q1 passed, q2 failed and replaced by r1 (passed), then the reviewer passes q2.
+    Three pass: the first two in file order stay (q1, q2), r1 leaves the grid with the reason."""
+    from convrag.studies.lic_rag.review import keep_first
+
+    sets = [ShardSet("q1", [{"shard_id": 1, "text": "a"}], {}, "auto", True),
+            ShardSet("q2", [{"shard_id": 1, "text": "b"}], {}, "accepted", True),
+            ShardSet("r1", [{"shard_id": 1, "text": "c"}], {"x": 1}, "auto", True),
+            ShardSet("r2", [{"shard_id": 1, "text": "d"}], {}, "auto", False)]
+    out = keep_first(sets, 2)
+    assert [(s.qid, s.passed, s.review_status) for s in out] == [
+        ("q1", True, "auto"), ("q2", True, "accepted"), ("r1", False, "over_n"), ("r2", False, "auto")]
+    assert "n_questions (2)" in out[2].checks["review_reason"] and out[2].checks["x"] == 1
+    assert keep_first(sets, 3) == sets

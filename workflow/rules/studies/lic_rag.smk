@@ -120,9 +120,10 @@ rule lic_rag_final_shards:
         CONDA_ENVS["cpu"]
     params:
         review=lambda wc, input: f"--review {input.review}" if input.review else "",
+        n=lambda wc: config["datasets"][wc.dataset]["n_questions"],
     shell:
         "convrag lic-rag shard-review apply --shards {input.shards} --questions {input.questions}"
-        " {params.review} --out {output} 2> {log}"
+        " {params.review} --n-questions {params.n} --out {output} 2> {log}"
 
 
 rule lic_rag_simulate:

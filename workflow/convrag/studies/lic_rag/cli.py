@@ -12,14 +12,15 @@ from convrag.errors import ConfigError
 def cmd_shard_review(a):
     from convrag.io import atomic_open
     from convrag.records import Question, ShardSet, read_records, write_records
-    from convrag.studies.lic_rag.review import apply_review, export_review
+    from convrag.studies.lic_rag.review import apply_review, export_review, keep_first
 
     sets, qs = read_records(a.shards, ShardSet), [q for f in a.questions for q in read_records(f, Question)]
     if a.action == "export":
         with atomic_open(a.out) as fh:
             fh.write(export_review(sets, qs))
     else:
-        write_records(a.out, apply_review(sets, qs, a.review) if a.review else sets)
+        final = apply_review(sets, qs, a.review) if a.review else sets
+        write_records(a.out, keep_first(final, a.n_questions) if a.n_questions else final)
 
 
 def parse_cells(text: str) -> list[tuple[str, str]]:
@@ -113,6 +114,8 @@ def add_cli(sub) -> None:
     s.add_argument("--shards", required=True)
     s.add_argument("--questions", nargs="+", required=True, help="questions files (with the reserve, when on)")
     s.add_argument("--review", default=None, help="apply: the edited review file (none: copy the shards as they are)")
+    s.add_argument("--n-questions", type=int, default=None,
+                   help="apply: keep at most this many passed sets, the first in file order (the dataset's n_questions)")
     s.add_argument("--out", required=True)
 
     s = add("simulate", cmd_simulate, "simulate one chunk of conversations for every cell of one retriever (lockstep "

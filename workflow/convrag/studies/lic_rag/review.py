@@ -10,6 +10,8 @@ questions stay in the shard file with ``passed: false`` and ``review_status: rej
 
 from __future__ import annotations
 
+import dataclasses
+
 import yaml
 
 from convrag.errors import DataError
@@ -91,3 +93,19 @@ def apply_review(shardsets: list[ShardSet], questions: list[Question], review_pa
         else:
             by_s[qid] = ShardSet(qid, s.shards, checks, "accepted", True, s.method)
     return [by_s[s.qid] for s in shardsets]
+
+
+def keep_first(shardsets: list[ShardSet], n: int) -> list[ShardSet]:
+    """At most ``n`` passed sets, the first in shard-file order (the dataset's questions, then its
+    replacements in draw order): a review that passes a set whose question was already replaced
+    would otherwise give more questions than the grid's chunks hold. The later ones leave the grid
+    with the reason recorded (``review_status: over_n``), never silently."""
+    out, passed = [], 0
+    for s in shardsets:
+        if s.passed and passed >= n:
+            checks = {**s.checks, "review_reason": f"over the dataset's n_questions ({n}) after the review: "
+                                                   f"the first {n} passed sets are kept"}
+            s = dataclasses.replace(s, checks=checks, review_status="over_n", passed=False)
+        passed += s.passed
+        out.append(s)
+    return out
