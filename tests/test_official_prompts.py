@@ -147,3 +147,46 @@ def test_the_published_entries_claim_the_prompts_the_paper_config_uses():
     assert not any("own prompt" in r for i, rs in by_id.items() if ".LT." in i for r in rs)
     supplied = {**run, "prompts": {**run["prompts"], "rewrite": "my/rewrite.yaml"}}
     assert not any("own prompt" in r for e in pub.entries for r in requirement_failures(e.requires, supplied))
+
+
+@pytest.mark.tinymodel
+def test_official_shaped_prompts_run_through_the_judges_with_the_real_tiny_model(tmp_path):
+    """The evaluate stage's judges on adapted prompts (files of the scorer's shape, written for the
+    test) with SmolLM2-135M: one user message per request (no system, no examples), every verdict
+    recorded and read by the official parsers."""
+    from convrag.config import REPO_ROOT
+    from convrag.judges.official import adapt
+    from convrag.llm.engine import EnginePool
+    from convrag.studies.mtrag_un.judges import ALLOWED, OFFICIAL, judge_all
+
+    src = tmp_path / "judge_utils.py"
+    src.write_text(SOURCE.replace("CHECK_PROMPT", "UNDERSPECIFIED_PROMPT"))
+    files = {}
+    for j in ("idk", "rb_llm", "clarification"):
+        files[j] = tmp_path / f"{j}.yaml"
+        files[j].write_text(yaml.safe_dump(adapt(src, OFFICIAL[j])))
+
+    class Spy:
+        def __init__(self, engine):
+            self.engine, self.requests = engine, []
+
+        def generate(self, reqs, desc=None):
+            self.requests += list(reqs)
+            return self.engine.generate(reqs)
+
+    eng = Spy(EnginePool(REPO_ROOT / "config" / "models.yaml", tmp_path / "c.sqlite").engine("smollm2-135m"))
+    turns = [{"speaker": "user", "text": "When was the Harl lighthouse finished?"}]
+    items = [{"item_id": "t0", "conversation_turns": turns, "response": "In 1881.", "targets": ["In 1881."],
+              "contexts": ["The Harl lighthouse was finished in 1881."], "answerability": "ANSWERABLE"},
+             {"item_id": "t1", "conversation_turns": turns, "response": "Which lighthouse?", "targets": ["In 1881."],
+              "contexts": ["The Harl lighthouse was finished in 1881."], "answerability": "UNDERSPECIFIED"}]
+    res = judge_all(items, eng, REPO_ROOT / "resources" / "prompts", max_tokens={"idk": 4, "rb_llm": 16,
+                    "clarification": 16}, which=("idk", "rb_llm", "clarification"),
+                    prompt_files={j: str(p) for j, p in files.items()})
+    assert all(len(r.messages) == 1 and r.messages[0]["role"] == "user" for r in eng.requests)
+    assert any("[Inquiry]\nuser: When was the Harl lighthouse finished?" in r.messages[0]["content"]
+               for r in eng.requests)
+    assert [v["method"] for v in res["clarification"]] == ["skipped", "llm"]
+    assert all(v["value"] in ALLOWED["idk"] or v["value"] is None for v in res["idk"])
+    assert all(v["value"] is None or 0.1 <= v["value"] <= 1 for v in res["rb_llm"])
+    assert all(v["value"] in ALLOWED["clarification"] or v["value"] is None for v in res["clarification"])
