@@ -32,6 +32,13 @@ class MtragUn(Study):
         if m["benchmark"] not in config["benchmarks"]:
             raise unknown_name(source, "mtrag_un.benchmark", m["benchmark"], config["benchmarks"])
         check_names(source, "mtrag_un.retrievers", m["retrievers"], config["retrievers"])
+        check_names(source, "mtrag_un.statistics_benchmarks", m["statistics_benchmarks"], config["benchmarks"])
+        if m["benchmark"] in m["statistics_benchmarks"] or len(set(m["statistics_benchmarks"])) < len(
+                m["statistics_benchmarks"]):
+            from convrag.errors import ConfigError
+
+            raise ConfigError(f"{source}: invalid config key 'mtrag_un.statistics_benchmarks': each benchmark once, "
+                              f"and not the study's own '{m['benchmark']}' (its rows are always there)")
         check_names(source, "mtrag_un.policies", m["policies"], POLICIES)
         check_metric_names(m["measures"], "mtrag_un.measures", kind="retrieval")
         mr = m["mtrag_retrieval"]
@@ -89,6 +96,7 @@ class MtragUn(Study):
                 "generation": evaluation_files(config, layout) or None,
                 "human": paths.human_scores(layout) if m["evaluation"]["human_evaluations"] else None,
                 "gold": gold_files(config, layout, b, domains(config)) if m["retrievers"] else [],
+                "statistics_tasks": [layout.benchmark_tasks(s) for s in m["statistics_benchmarks"]],
                 **mtrag_retrieval_artifacts(config, layout)}
         return {**arts, **reproduction_artifacts(self, layout, arts)}
 
@@ -108,7 +116,7 @@ class MtragUn(Study):
 
     def context(self, config):
         from convrag.report.reproduction import benchmark_identity, retriever_identity
-        from convrag.studies.mtrag_un.plan import domains
+        from convrag.studies.mtrag_un.plan import domains, statistics_domains
         from convrag.studies.mtrag_un.wiring import mtrag_retrieval_context, prompt_sources
 
         m = config["mtrag_un"]
@@ -117,9 +125,12 @@ class MtragUn(Study):
                "retrievers": [retriever_identity(config, r) for r in m["retrievers"]],
                "rewrite_model": m["rewrite"]["model"], "generation_models": list(m["generation"]["models"]),
                "judge_model": m["evaluation"]["judge_model"], **mtrag_retrieval_context(config),
+               "statistics_data": [benchmark_identity(config, s) for s in m["statistics_benchmarks"]],
+               "statistics_domains": statistics_domains(config),
                "prompts": prompt_sources(config),
                "prompts_used": "; ".join(f"{k}: {v}" for k, v in prompt_sources(config).items())}
         return {"boot": m["bootstrap"], "domains": domains(config), "policies": m["policies"],
+                "benchmark": m["benchmark"], "statistics_benchmarks": list(m["statistics_benchmarks"]),
                 "gain_base": m["gain_base"], "standalone_measure": m["standalone_measure"],
                 "bertscore": m["evaluation"]["bertscore"], "judge_model": m["evaluation"]["judge_model"],
                 "ppi": m["evaluation"]["ppi"], "reproduction": run}

@@ -134,9 +134,16 @@ def corpus_statistics(tasks, corpora: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def benchmark_statistics(tasks) -> pd.DataFrame:
-    """The benchmark's size and task mix (§2, §2.3, §3.2), one row per statistic (``value``;
-    ``count`` = the numerator of a share, ``of`` = its denominator):
+STATISTICS_COLUMNS = ["benchmark", "role", "statistic", "value", "count", "of"]
+
+
+def benchmark_statistics(tasks, name: str = "", compared: dict | None = None) -> pd.DataFrame:
+    """The benchmark's size and task mix (§2, §2.3, §3.2), one row per benchmark and statistic
+    (``benchmark``: its config name; ``role``: ``studied`` for the study's benchmark ``tasks``,
+    ``compared`` for each benchmark of ``compared`` (name -> its tasks: the earlier MTRAG the
+    paper compares with, ``mtrag_un.statistics_benchmarks``); ``value``; ``count`` = the
+    numerator of a share, ``of`` = its denominator). Every benchmark is counted the same way,
+    over all its tasks (MTRAG: one task per user turn, first turns included):
 
     - tasks, conversations;
     - turns: user questions, per conversation its latest task's turn (the released conversations
@@ -145,8 +152,17 @@ def benchmark_statistics(tasks) -> pd.DataFrame:
     - retrieval_tasks: tasks with gold passages (answerable and partial: the retrieval tasks);
     - shares of tasks: unanswerable_or_partial, clarification (multi-turn type Clarification),
       underspecified, first_turn (turn 1), nonstandalone (of the tasks with a standalone label;
-      NaN when none has one, as in the released MTRAG-UN files).
+      NaN when none has one, as in the released MTRAG-UN files; MTRAG's conversations carry one
+      only on the few turns with a rewritten alternative, 7 of 842, so there it is no share of
+      the benchmark's questions: ``of`` says how many were labelled).
     """
+    parts = [_statistics(tasks).assign(benchmark=name, role="studied")]
+    parts += [_statistics(ts).assign(benchmark=n, role="compared") for n, ts in (compared or {}).items()]
+    return pd.concat(parts, ignore_index=True)[STATISTICS_COLUMNS]
+
+
+def _statistics(tasks) -> pd.DataFrame:
+    """One benchmark's rows of ``benchmark_statistics``."""
     rows = [{"statistic": "tasks", "value": float(len(tasks))}]
     latest: dict = {}
     for t in tasks:

@@ -34,6 +34,17 @@ def mtrag_retrieval_domains(config: dict) -> list[str]:
     return benchmark_loader(spec["kind"]).domains(spec)
 
 
+def statistics_domains(config: dict) -> list[str]:
+    """The domains of the benchmarks whose statistics benchmark_statistics adds (in order, once)."""
+    from convrag.data.benchmarks import benchmark_loader
+
+    out: list[str] = []
+    for name in config["mtrag_un"]["statistics_benchmarks"]:
+        spec = config["benchmarks"][name]
+        out += [d for d in benchmark_loader(spec["kind"]).domains(spec) if d not in out]
+    return out
+
+
 def mtrag_retrieval_jobs(config: dict) -> list[dict]:
     """The retrieval runs of the mtrag_retrieval target (MTRAG's retrieval tasks x retriever x shipped
     query form); none while ``mtrag_un.mtrag_retrieval.benchmark`` is null."""

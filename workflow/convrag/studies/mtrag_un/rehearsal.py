@@ -42,6 +42,42 @@ def _tasks(config: dict, questions: int) -> list[TurnTask]:
     return out
 
 
+MTRAG_ANSWERABILITY = ("ANSWERABLE", "PARTIAL", "UNANSWERABLE", "CONVERSATIONAL")
+
+
+def _statistics_tasks(config: dict, folder: Path, questions: int) -> list[str]:
+    """The task files of ``statistics_benchmarks`` (MTRAG's conversations: every user turn a task),
+    at the paths the study's artifacts name under ``folder``: per domain ``questions``
+    conversations of 2-5 turns, turn 1 multi-turn N/A, later turns Follow-up or Clarification, the
+    four MTRAG answerability classes in turn, and (as in MTRAG) a standalone label on one turn only."""
+    from convrag.data.benchmarks import benchmark_loader
+    from convrag.layout import Layout
+    from convrag.studies import get_study
+
+    names = config["mtrag_un"]["statistics_benchmarks"]
+    out = get_study("mtrag_un").artifacts(config, Layout(str(folder)))["statistics_tasks"]
+    for name, path in zip(names, out):
+        spec = config["benchmarks"][name]
+        tasks, k = [], 0
+        for dom in benchmark_loader(spec["kind"]).domains(spec):
+            for q in range(questions):
+                conv, history = f"{name}-{dom}-{q}", []
+                for turn in range(1, 3 + q % 4):
+                    ans = MTRAG_ANSWERABILITY[k % 4]
+                    tasks.append(TurnTask(
+                        task_id=f"{conv}<::>{turn}", benchmark=name, conversation_id=conv, turn=turn,
+                        history=list(history), question=f"question {turn} on {dom}?", reference_answers=["an answer"],
+                        gold_docs={f"{dom}-doc{q}": 1} if ans in ("ANSWERABLE", "PARTIAL") else {},
+                        labels={"domain": dom, "answerability": ans, "question_type": ["Factoid"],
+                                "multi_turn": "N/A" if turn == 1 else ("Follow-up", "Clarification")[k % 2],
+                                "first_turn": turn == 1, "standalone": False if k == 1 else None}))
+                    history += [{"role": "user", "text": f"question {turn}"}, {"role": "assistant", "text": "an answer"}]
+                    k += 1
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        write_records(path, tasks)
+    return list(out)
+
+
 def _retrieval(config: dict, tasks: list[TurnTask], rng) -> pd.DataFrame:
     m = config["mtrag_un"]
     rows = []
@@ -150,7 +186,8 @@ def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int =
     m = config["mtrag_un"]
     rng = np.random.default_rng(seed)
     tasks = _tasks(config, questions)
-    paths = {"tasks": str(folder / "tasks.jsonl"), "gold": []}
+    paths = {"tasks": str(folder / "tasks.jsonl"), "gold": [],
+             "statistics_tasks": _statistics_tasks(config, folder, questions)}  # MTRAG's, when named
     write_records(paths["tasks"], tasks)
     paths["corpora"] = []
     for dom in domains(config):

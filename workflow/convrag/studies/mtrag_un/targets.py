@@ -16,6 +16,21 @@ def _tasks(inputs):
     return read_records(inputs["tasks"], TurnTask)
 
 
+def _benchmark_statistics(inputs, ctx):
+    """The study's benchmark's statistics, then those of each ``statistics_benchmarks`` entry
+    (MTRAG's conversations: the numbers the paper compares with)."""
+    from convrag.records import TurnTask, read_records
+
+    names, paths = ctx.get("statistics_benchmarks") or [], inputs.get("statistics_tasks") or []
+    if len(names) != len(paths):
+        from convrag.errors import DataError
+
+        raise DataError(f"benchmark_statistics: {len(paths)} task files for the statistics benchmarks "
+                        f"{', '.join(names) or '(none)'}")
+    return A.benchmark_statistics(_tasks(inputs), ctx.get("benchmark", ""),
+                                  {n: read_records(p, TurnTask) for n, p in zip(names, paths)})
+
+
 def _scores(inputs):
     return pd.read_parquet(inputs["retrieval"])
 
@@ -100,7 +115,7 @@ TARGETS = {t.name: t for t in [
     Target("table1_corpus_statistics", "table",
            lambda i, c: A.corpus_statistics(_tasks(i), dict(zip(c["domains"], i["corpora"]))),
            inputs=("tasks", "corpora")),
-    Target("benchmark_statistics", "table", lambda i, c: A.benchmark_statistics(_tasks(i)), inputs=("tasks",)),
+    Target("benchmark_statistics", "table", _benchmark_statistics, inputs=("tasks", "statistics_tasks")),
     Target("figure2_task_distribution", "figure", lambda i, c: A.task_distribution(_tasks(i)), _fig_distribution,
            inputs=("tasks",)),
     Target("figure4_turn_distribution", "figure", lambda i, c: A.turn_distribution(_tasks(i)), _fig_turns,
