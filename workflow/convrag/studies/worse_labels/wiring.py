@@ -216,7 +216,8 @@ def context(config: dict) -> dict:
             "labellers": [*content_judges(config), *(["panel"] if j["panel"] else [])],
             "panel_members": j["panel"], "audit": bool(j["audit"]["model"]), "readers": readers(config),
             "boot": w["bootstrap"], "partial_insufficient": w["partial_insufficient"], "top_k": w["top_k"],
-            "audit_strata": j["audit"]["strata"], "ppi": w["ppi"]}
+            "audit_strata": j["audit"]["strata"], "ppi": w["ppi"],
+            "compared_rungs": {s: list(sp["compared"]) for s, sp in slices(config).items() if sp.get("compared")}}
 
 
 __all__ = ["parts", "sets"]

@@ -1,0 +1,557 @@
+"""worse_labels: the section 4.2 / 4.3 / Table 3 analyses built on the existing artifacts
+(``contexts``, ``labels``, ``reads``) and on MTRAG's annotator feedback.
+
+* ``ladder_steps``: the paired change of the precision of "no gold" (and of Youden's J) for
+  EVERY pair of rungs of a slice, consecutive pairs flagged (``table1`` tests first vs last
+  only): the paper's Fusion -> Hybrid change (-0.08 [-0.14, -0.02]) and Table 3's dense minus
+  questions_bm25 (-0.22 [-0.29, -0.16]).
+* ``dialogue_tied``: the share of false misses tied to the dialogue (their supporting
+  documents include a same-thread, near-duplicate, other-turn-gold or other-chunk document;
+  paper: 0.86 over the strong retrievers) and the precision of "no gold" with those false
+  misses discounted (0.89 -> 0.45).
+* ``false_miss_origin``: each false miss of a rung by the origin of its supporting documents
+  (Table 3: the dense retriever's 109 MTRAG false misses, 29 other-turn gold, 21 other chunk,
+  56 never seen by the annotators; 1 rests on rejected passages only).
+* ``human_feedback`` / ``mtrag_human``: MTRAG's annotator judgments of the passages shown in
+  its conversations, and the primary judge's "yes" share on single passages the annotators
+  accepted (0.59) or rejected (0.08 [0.06, 0.11]).
+* ``changed_all``: the paper's 258 enumerated comparisons (see its docstring for how the
+  enumeration is reconstructed).
+
+Conventions are ``label_quality``'s and ``abstention``'s (their module docstrings): partial
+counts as sufficient unless ``partial_insufficient``; a false miss is a no-gold context the
+primary labeller calls sufficient; intervals are percentile bootstraps with ``boot`` (turns, or
+whole dialogues when ``boot.unit == "dialogue"``).
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from convrag.errors import ConfigError, DataError
+from convrag.stats.bootstrap import bootstrap_statistic
+from convrag.stats.detection import _auroc_ranks, insufficient_from_labels, paired_detector_change
+from convrag.studies.worse_labels.label_quality import (
+    _boot,
+    _clusters,
+    _contexts,
+    _empty,
+    _is_empty,
+    _join,
+    _key,
+    _labellers,
+    _labels,
+    _ladder,
+    _partial,
+    _positions,
+    _slices,
+    _support_classes,
+)
+
+__all__ = ["CHANGED_ALL_COLUMNS", "DIALOGUE_TIED", "DIALOGUE_TIED_COLUMNS", "HUMAN_COLUMNS", "LADDER_STEPS_COLUMNS",
+           "MTRAG_HUMAN_COLUMNS", "ORIGIN_COLUMNS", "ORIGINS", "changed_all", "dialogue_tied", "false_miss_origin",
+           "human_feedback", "ladder_steps", "mtrag_human"]
+
+_NAN = float("nan")
+DIALOGUE_TIED = ("same_thread", "near_duplicate", "other_turn_gold", "other_chunk")
+STEP_METRICS = ("precision", "youden_j")
+
+LADDER_STEPS_COLUMNS = ["slice", "labeller", "metric", "first", "second", "consecutive", "value_first", "value_second",
+                        "diff", "ci_low", "ci_high", "significant", "n", "n_unlabelled", "unit"]
+DIALOGUE_TIED_COLUMNS = ["slice", "rung", "labeller", "n_no_gold", "n_insufficient", "n_false_miss", "n_tied",
+                         "share_tied", "precision", "precision_discounted", "precision_discounted_ci_low",
+                         "precision_discounted_ci_high", "precision_tied_insufficient", "rungs", "unit"]
+ORIGINS = ("other_turn_gold", "other_chunk", "near_duplicate", "same_thread", "rejected", "shown", "never_seen",
+           "other", "unstated")
+ORIGIN_COLUMNS = ["slice", "rung", "labeller", "n_false_miss", *[f"n_{o}" for o in ORIGINS],
+                  *[f"share_{o}" for o in ORIGINS], "n_rejected_only", "has_feedback"]
+HUMAN_COLUMNS = ["conversation_id", "turn", "task_id", "doc_id", "judgment", "domain"]
+MTRAG_HUMAN_COLUMNS = ["labeller", "judgment", "n", "n_unlabelled", "yes_share", "ci_low", "ci_high",
+                       "partial_share", "no_share", "unit"]
+
+
+# ---- (c) every step of the ladder ----------------------------------------------------------------
+
+def ladder_steps(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=None) -> pd.DataFrame:
+    """Per slice x labeller x metric (precision of "no gold", Youden's J) x pair of rungs
+    (first, second) in ladder order, every pair, ``consecutive`` when adjacent in the ladder:
+    ``paired_detector_change`` second - first over the turns labelled under both rungs (aligned
+    by task_id; the pairs resampled together, whole dialogues when ``boot.unit`` is dialogue),
+    with its percentile interval; ``significant`` when the interval excludes 0 (a two-sided
+    test at ``1 - alpha``). ``n``: turns in both; ``n_unlabelled``: of those, dropped for a
+    missing label under either rung."""
+    if _is_empty(contexts, labels):
+        return _empty(LADDER_STEPS_COLUMNS)
+    where = "ladder_steps"
+    c = _contexts(contexts, ["no_gold"], where)
+    lab = _labels(labels, ctx, where)
+    boot = _boot(ctx)
+    j = _join(c, lab)
+    rows = []
+    for s in _slices(c):
+        rungs = _ladder(c, ctx, s)
+        js = j[j["slice"] == s]
+        for who in _labellers(js, ctx):
+            jl = js[js["labeller"] == who]
+            for i, k in combinations(range(len(rungs)), 2):
+                a = jl[jl["set"] == rungs[i]].set_index("_tid")
+                b = jl[jl["set"] == rungs[k]].set_index("_tid")
+                common = a.index.intersection(b.index)
+                if common.empty:
+                    continue
+                a, b = a.loc[common], b.loc[common]
+                for metric in STEP_METRICS:
+                    row = {"slice": s, "labeller": who, "metric": metric, "first": rungs[i], "second": rungs[k],
+                           "consecutive": k == i + 1, "n": int(len(common)), "unit": boot["unit"]}
+                    try:
+                        r = paired_detector_change(a["no_gold"].to_numpy(bool), a["label"].tolist(),
+                                                   b["no_gold"].to_numpy(bool), b["label"].tolist(), metric=metric,
+                                                   partial_insufficient=_partial(ctx),
+                                                   clusters=_clusters(a.reset_index(), boot, where),
+                                                   n_resamples=boot["n_resamples"], seed=boot["seed"])
+                    except DataError:  # no turn labelled under both rungs
+                        continue
+                    lo, hi = r["ci_low"], r["ci_high"]
+                    row.update(value_first=r["value_a"], value_second=r["value_b"], diff=r["estimate"], ci_low=lo,
+                               ci_high=hi, significant=bool(np.isfinite(lo) and np.isfinite(hi) and (lo > 0 or hi < 0)),
+                               n_unlabelled=int(r["n_unlabelled"]))
+                    rows.append(row)
+    return pd.DataFrame(rows, columns=LADDER_STEPS_COLUMNS) if rows else _empty(LADDER_STEPS_COLUMNS)
+
+
+# ---- (b) dialogue-tied false misses and the discounted precision ------------------------------
+
+def _false_misses(g: pd.DataFrame, ctx: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(no_gold, insufficient, labelled) of a labeller's contexts of one rung."""
+    ins = insufficient_from_labels(g["label"].tolist(), partial_insufficient=_partial(ctx))
+    labelled = ~np.isnan(ins)
+    return g["no_gold"].to_numpy(bool), np.nan_to_num(ins, nan=0.0).astype(bool), labelled
+
+
+def _discounted(ins, tied) -> float:
+    """tp / (no-gold contexts - dialogue-tied false misses), over no-gold contexts."""
+    den = ins.size - int(np.count_nonzero(tied))
+    return float(np.count_nonzero(ins)) / den if den else _NAN
+
+
+def strong_rungs(ctx: dict, slice_: str, rungs: list[str]) -> list[str]:
+    """The "strong retrievers" a pooled row covers: ``ctx.strong_rungs[slice]`` when given, else
+    every rung after the first two (the two BM25 rungs of the paper's ladder)."""
+    given = (ctx.get("strong_rungs") or {}).get(slice_)
+    if given is None:
+        return rungs[2:]
+    bad = [r for r in given if r not in rungs]
+    if bad:
+        raise ConfigError(f"worse_labels.dialogue_tied: strong_rungs.{slice_} names {bad}, not rungs of the slice "
+                          f"({', '.join(rungs)})")
+    return list(given)
+
+
+def dialogue_tied(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=None) -> pd.DataFrame:
+    """Section 4.2: per slice x rung, the primary labeller's false misses (no-gold contexts it
+    calls sufficient) whose supporting documents include a document tied to the dialogue
+    (``doc_classes`` same_thread, near_duplicate, other_turn_gold or other_chunk: the qrels miss
+    them because the dialogue's annotators judged a neighbour, not the document itself):
+    ``n_tied`` of ``n_false_miss``, ``share_tied``; and the precision of "no gold" with those
+    false misses discounted, ``precision_discounted`` = insufficient / (no-gold - tied), with a
+    bootstrap interval over the no-gold contexts. The published pair (0.89 -> 0.45 from 0.68 ->
+    0.10) fits this reading: a tied false miss is a qrels gap, not a case of "no gold" failing,
+    so it leaves the no-gold set. ``precision_tied_insufficient`` is the other reading
+    ((insufficient + tied) / no-gold), given beside it. Row ``rung == "strong"`` pools the
+    ``strong_rungs`` (the paper's 0.86 "over the strong retrievers"), ``rungs`` naming them."""
+    if _is_empty(contexts, labels):
+        return _empty(DIALOGUE_TIED_COLUMNS)
+    where = "dialogue_tied"
+    primary = str(_key(ctx, "primary", where))
+    c = _contexts(contexts, ["no_gold", "doc_classes"], where)
+    lab = _labels(labels, ctx, where, support=True)
+    boot = _boot(ctx)
+    j = _join(c, lab)
+    rows = []
+    for s in _slices(c):
+        rungs = _ladder(c, ctx, s)
+        parts = {}
+        for rung in rungs:
+            g = j[(j["slice"] == s) & (j["set"] == rung) & (j["labeller"] == primary)]
+            if g.empty:
+                continue
+            ng, ins, labelled = _false_misses(g, ctx)
+            keep = ng & labelled
+            sub = g[keep]
+            tied = np.array([bool(_support_classes(r, where) & set(DIALOGUE_TIED)) and not ins_
+                             for (_, r), ins_ in zip(sub.iterrows(), ins[keep])], dtype=bool)
+            parts[rung] = (sub, ins[keep], tied)
+        for name, members in [*[(r, [r]) for r in parts], ("strong", [r for r in strong_rungs(ctx, s, rungs)
+                                                                         if r in parts])]:
+            if not members:
+                continue
+            sub = pd.concat([parts[r][0] for r in members], ignore_index=True)
+            ins_ = np.concatenate([parts[r][1] for r in members])
+            tied = np.concatenate([parts[r][2] for r in members])
+            n, n_ins, n_tied = int(ins_.size), int(ins_.sum()), int(tied.sum())
+            n_fm = n - n_ins
+            lo = hi = _NAN
+            if n:
+                res = bootstrap_statistic([ins_, tied], _discounted, n_resamples=boot["n_resamples"],
+                                          seed=boot["seed"], clusters=_clusters(sub, boot, where))
+                lo, hi = res["ci_low"], res["ci_high"]
+            rows.append({"slice": s, "rung": name, "labeller": primary, "n_no_gold": n, "n_insufficient": n_ins,
+                         "n_false_miss": n_fm, "n_tied": n_tied, "share_tied": n_tied / n_fm if n_fm else _NAN,
+                         "precision": n_ins / n if n else _NAN,
+                         "precision_discounted": _discounted(ins_, tied) if n else _NAN,
+                         "precision_discounted_ci_low": lo, "precision_discounted_ci_high": hi,
+                         "precision_tied_insufficient": (n_ins + n_tied) / n if n else _NAN,
+                         "rungs": " ".join(members), "unit": boot["unit"]})
+    return pd.DataFrame(rows, columns=DIALOGUE_TIED_COLUMNS) if rows else _empty(DIALOGUE_TIED_COLUMNS)
+
+
+# ---- MTRAG's annotator feedback ------------------------------------------------------------------
+
+def human_feedback(conversations: str, questions: dict[str, str] | None = None,
+                   index_to_id_tsv: str | None = None) -> pd.DataFrame:
+    """MTRAG's ``conversations.json`` -> one row per passage shown with an agent turn: the
+    conversation id (``convrag.data.mtrag``'s id matching), the user turn it answers, its
+    task id ``<conversation><::><turn>``, the doc id and ``judgment``: ``relevant`` (the
+    conversation's editor said yes, or the author where the editor gave none: MTRAG's qrels),
+    ``rejected`` (said no) or ``unjudged``; ``domain``."""
+    from pathlib import Path
+
+    from convrag.data.mtrag import ID_SEP, _conversation_ids, _read_json, _relevant, conversation_ids_from_queries
+    from convrag.data.mtrag import domain_of
+
+    path = Path(conversations)
+    data, _ = _read_json(path)
+    if not isinstance(data, list):
+        raise DataError(f"{path}: expected a JSON array of conversations")
+    from collections import Counter
+
+    ids = (conversation_ids_from_queries(data, path, questions) if questions else
+           _conversation_ids(data, path, Path(index_to_id_tsv) if index_to_id_tsv else None, Counter()))
+    rows = []
+    for i, (conv, cid) in enumerate(zip(data, ids)):
+        dom = domain_of(conv.get("domain"), f"{path}: conversation {i}", "domain")
+        turn = 0
+        for j, m in enumerate(conv.get("messages") or []):
+            if m.get("speaker") == "user":
+                turn += 1
+                continue
+            for k, cx in enumerate(m.get("contexts") or []):
+                doc = cx.get("document_id") if isinstance(cx, dict) else None
+                if not isinstance(doc, str) or not doc:
+                    raise DataError(f"{path}: conversation {i} ({cid}), message {j}: field 'contexts[{k}].document_id'"
+                                    " is missing or not a string")
+                r = _relevant(cx, conv.get("editor"), conv.get("author"))
+                rows.append({"conversation_id": cid, "turn": turn, "task_id": f"{cid}{ID_SEP}{turn}", "doc_id": doc,
+                             "judgment": "unjudged" if r is None else ("relevant" if r else "rejected"),
+                             "domain": dom})
+    return pd.DataFrame(rows, columns=HUMAN_COLUMNS)
+
+
+def mtrag_human(feedback: pd.DataFrame, labels: pd.DataFrame, ctx: dict) -> pd.DataFrame:
+    """Section 4.2 (phi-4 on MTRAG's passages shown one at a time): per labeller and annotator
+    judgment (``relevant``: the passages MTRAG's annotators accepted, its gold; ``rejected``:
+    those they turned down), the share of the single-passage contexts the labeller calls "yes"
+    (paper: 0.59 on gold, 0.08 [0.06, 0.11] on rejected), with a bootstrap interval over
+    passages (whole conversations when ``boot.unit`` is dialogue), and the partial / no shares.
+    ``labels``: one row per judged passage, set ``human``, task_id ``<task_id>|<doc_id>``;
+    unparsable labels (None) drop and are counted. A passage shown at several turns is judged
+    at each."""
+    if _is_empty(feedback, labels):
+        return _empty(MTRAG_HUMAN_COLUMNS)
+    where = "mtrag_human"
+    for col in ("task_id", "doc_id", "judgment", "conversation_id"):
+        if col not in feedback.columns:
+            raise DataError(f"worse_labels.{where}: the feedback table lacks the column {col}")
+    boot = _boot(ctx)
+    fb = feedback.drop_duplicates(["task_id", "doc_id"]).copy()
+    fb["_key"] = fb["task_id"].astype(str) + "|" + fb["doc_id"].astype(str)
+    lab = labels[labels["set"].astype(str) == "human"].copy()
+    lab["_key"] = lab["task_id"].astype(str)
+    unknown = sorted(set(lab["_key"]) - set(fb["_key"]))
+    if unknown:
+        raise DataError(f"worse_labels.{where}: label of passage '{unknown[0]}' (set human) has no row in the "
+                        "annotator feedback table")
+    j = lab.merge(fb[["_key", "judgment", "conversation_id"]], on="_key", how="inner")
+    rows = []
+    for who in _labellers(j, ctx):
+        for judgment in ("relevant", "rejected"):
+            g = j[(j["labeller"] == who) & (j["judgment"] == judgment)]
+            if g.empty:
+                continue
+            got = g["label"].tolist()
+            keep = [not pd.isna(x) for x in got]
+            x = np.array([str(v).strip().lower() for v, k in zip(got, keep) if k], dtype=object)
+            lo = hi = _NAN
+            if x.size:
+                cl = (g["conversation_id"].astype(str).to_numpy()[np.array(keep)] if boot["unit"] == "dialogue"
+                      else None)
+                res = bootstrap_statistic([(x == "yes").astype(float)], np.mean, n_resamples=boot["n_resamples"],
+                                          seed=boot["seed"], clusters=cl)
+                lo, hi = res["ci_low"], res["ci_high"]
+            share = (lambda v: float(np.mean(x == v)) if x.size else _NAN)
+            rows.append({"labeller": who, "judgment": judgment, "n": int(x.size), "n_unlabelled": int(len(g) - x.size),
+                         "yes_share": share("yes"), "ci_low": lo, "ci_high": hi, "partial_share": share("partial"),
+                         "no_share": share("no"), "unit": boot["unit"]})
+    return pd.DataFrame(rows, columns=MTRAG_HUMAN_COLUMNS) if rows else _empty(MTRAG_HUMAN_COLUMNS)
+
+
+# ---- (d) false misses by origin -------------------------------------------------------------------
+
+def _origin(classes: set[str], support: list[str], seen: dict[str, str]) -> str:
+    """One false miss's origin from its supporting documents, first that applies: a gold
+    document of another turn, another chunk of a gold page, a near-duplicate of gold, a
+    same-thread document; then, with annotator feedback, a passage the annotators rejected in
+    the conversation, one shown to them without a judgment, one never shown to them; else
+    ``other``; ``unstated`` when the label names no supporting document."""
+    if not support:
+        return "unstated"
+    for k in ("other_turn_gold", "other_chunk", "near_duplicate", "same_thread"):
+        if k in classes:
+            return k
+    if seen is not None:
+        st = [seen.get(d) for d in support]
+        if "rejected" in st:
+            return "rejected"
+        if any(x is not None for x in st):
+            return "shown"
+        return "never_seen"
+    return "other"
+
+
+def false_miss_origin(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, feedback: pd.DataFrame | None = None
+                      ) -> pd.DataFrame:
+    """Table 3's split of false misses by origin: per slice x rung, each false miss of the
+    primary labeller counted once under ``_origin`` of its supporting documents (``support``
+    positions -> ``doc_ids`` / ``doc_classes``). With MTRAG's annotator feedback
+    (``human_feedback``, matched on the context's ``dialogue`` = conversation id) a passage is
+    ``rejected`` when the conversation's annotators turned it down at some turn and never
+    accepted it, ``shown`` when shown without a judgment, ``never_seen`` when never shown; a
+    slice without feedback has those counts NaN (``has_feedback`` False). ``n_rejected_only``:
+    false misses all of whose supporting documents are rejected passages (paper: 1 of 109)."""
+    if _is_empty(contexts, labels):
+        return _empty(ORIGIN_COLUMNS)
+    where = "false_miss_origin"
+    primary = str(_key(ctx, "primary", where))
+    c = _contexts(contexts, ["no_gold", "doc_classes", "doc_ids", "dialogue"], where)
+    lab = _labels(labels, ctx, where, support=True)
+    j = _join(c, lab)
+    seen_by_conv: dict[str, dict[str, str]] = {}
+    if feedback is not None and len(feedback):
+        for conv, g in feedback.groupby(feedback["conversation_id"].astype(str)):
+            st: dict[str, str] = {}
+            for doc, jg in g.groupby("doc_id")["judgment"]:
+                js = set(jg)
+                st[doc] = "relevant" if "relevant" in js else ("rejected" if "rejected" in js else "unjudged")
+            seen_by_conv[conv] = st
+    rows = []
+    for s in _slices(c):
+        has_fb = bool(seen_by_conv) and bool(set(c.loc[c["slice"] == s, "dialogue"].astype(str)) & set(seen_by_conv))
+        for rung in _ladder(c, ctx, s):
+            g = j[(j["slice"] == s) & (j["set"] == rung) & (j["labeller"] == primary)]
+            if g.empty:
+                continue
+            ng, ins, labelled = _false_misses(g, ctx)
+            fm = g[ng & labelled & ~ins]
+            counts = dict.fromkeys(ORIGINS, 0)
+            rejected_only = 0
+            for _, r in fm.iterrows():
+                classes = _support_classes(r, where)
+                docs = _positions(r["doc_ids"])
+                support = [str(docs[int(p) - 1]) for p in _positions(r["support"])]
+                seen = seen_by_conv.get(str(r["dialogue"]), {}) if has_fb else None
+                counts[_origin(classes, support, seen)] += 1
+                if seen is not None and support and all(seen.get(d) == "rejected" for d in support):
+                    rejected_only += 1
+            n = len(fm)
+            na = ("rejected", "shown", "never_seen")
+            rows.append({"slice": s, "rung": rung, "labeller": primary, "n_false_miss": n,
+                         **{f"n_{o}": (counts[o] if has_fb or o not in na else _NAN) for o in ORIGINS},
+                         **{f"share_{o}": (counts[o] / n if n and (has_fb or o not in na) else _NAN) for o in ORIGINS},
+                         "n_rejected_only": rejected_only if has_fb else _NAN, "has_feedback": has_fb})
+    return pd.DataFrame(rows, columns=ORIGIN_COLUMNS) if rows else _empty(ORIGIN_COLUMNS)
+
+
+# ---- (e) the 258 comparisons ---------------------------------------------------------------------
+
+CHANGED_ALL_COLUMNS = ["slice", "family", "comparison", "reader", "rung", "first", "second", "base_label",
+                       "other_label", "est_base", "ci_low_base", "ci_high_base", "n_base", "est_other", "ci_low_other",
+                       "ci_high_other", "n_other", "defined", "sign_change", "significance_change", "changed"]
+PAIR_FAMILIES = ("auroc_rungs", "auroc_readers", "refusal_rungs", "refusal_readers")
+CELL_FAMILIES = ("auroc_chance", "refusal_gap", "contrast_2b_2c", "detector_gap")
+
+
+def _nanmean(x) -> float:
+    x = np.asarray(x, dtype=float)
+    m = ~np.isnan(x)
+    return float(x[m].mean()) if m.any() else _NAN
+
+
+def _mean_diff(first, second) -> float:
+    return _nanmean(second) - _nanmean(first)
+
+
+def _auroc_minus_half(y, p) -> float:
+    return _auroc_ranks(y, p) - 0.5
+
+
+def _auroc_b_minus_a(y, a, b) -> float:
+    return _auroc_ranks(y, b) - _auroc_ranks(y, a)
+
+
+def compared_rungs(ctx: dict, slice_: str, rungs: list[str]) -> list[str]:
+    """The rungs ``changed_all`` compares on a slice: ``ctx.compared_rungs[slice]`` (the
+    paper's RECOR tables show bm25_turn, bm25_hist, fusion and hybrid, not the dense component
+    of the hybrid) in that order, else every rung."""
+    given = (ctx.get("compared_rungs") or {}).get(slice_)
+    if given is None:
+        return rungs
+    bad = [r for r in given if r not in rungs]
+    if bad:
+        raise ConfigError(f"worse_labels.changed_all: compared_rungs of slice {slice_} names {bad}, not rungs with "
+                          f"contexts ({', '.join(rungs)}); config key worse_labels.slices.{slice_}.compared")
+    return list(given)
+
+
+def changed_all(contexts, labels, reads, ctx, *, base: str = "qrels", other: str | None = None) -> pd.DataFrame:
+    """§4.3 ``changed_conclusions``: the comparisons an abstention study of this grid reports,
+    each estimated under two labels (``base``: the qrels label; ``other``: the primary content
+    labeller, or a second judge for the judge swap) over the same contexts (those every content
+    label of the two labels), and whether its conclusion changes (sign of two non-zero point
+    estimates, or whether the 95% interval excludes 0).
+
+    The paper gives the count (258), not the list. Its reconstruction here: every comparison
+    of the paper's abstention results (Figure 3's AUROCs, the refusal rates of Tables 2 and 3,
+    the 2b/2c contrast of §4.3, the score detectors of §4.3) over both slices, with the paper's
+    rungs (RECOR: bm25_turn, bm25_hist, fusion, hybrid, ``compared_rungs``; MTRAG: its five)
+    and its three readers. Per slice with K rungs and R readers:
+
+    * four pairwise families, each estimate second - first: ``auroc_rungs`` (per reader, rung
+      pairs; AUROC of p(answerable), paired over turns) and ``auroc_readers`` (per rung, reader
+      pairs; paired over contexts), ``refusal_rungs`` (per reader, rung pairs) and
+      ``refusal_readers`` (per rung, reader pairs), refusal = UNANSWERABLE among the responses
+      with a status line on the contexts INSUFFICIENT under the label: 2 R C(K,2) + 2 K C(R,2);
+    * four families per reader x rung cell: ``auroc_chance`` (AUROC - 0.5: does the reader
+      beat chance?), ``refusal_gap`` (refusal on insufficient minus on sufficient contexts),
+      ``contrast_2b_2c`` (refusal on contexts the label calls sufficient minus with the turn's
+      gold documents, over those turns) and ``detector_gap`` (AUROC for insufficiency of the
+      retrieval score top1_z minus the reader's 1 - p): 4 R K.
+
+    RECOR (K=4, R=3): 2*3*6 + 2*4*3 + 4*12 = 108; MTRAG (K=5, R=3): 2*3*10 + 2*5*3 + 4*15 = 150;
+    together 258, the paper's count. Which families the paper used is not stated; this choice is
+    the one of the paper's reported analyses whose count matches. Intervals: bootstrap with
+    ``boot`` (dialogue clusters when unit dialogue), ``n_*`` the rows resampled."""
+    from convrag.studies.worse_labels import abstention as ab
+
+    d = ab._Data(contexts, labels, reads, ctx, where="changed_all", context_cols=("top1_z",),
+                 read_cols=("status", "p_answerable"))
+    other = d.s.primary if other is None else str(other)
+    for name, val in (("base", base), ("other", other)):
+        if val != ab.QRELS and val not in d.s.labellers:
+            raise ConfigError(f"changed_all: {name} = {val!r} is neither '{ab.QRELS}' nor one of ctx.labellers "
+                              f"{list(d.s.labellers)}")
+    content = [n for n in dict.fromkeys((base, other)) if n != ab.QRELS]
+
+    def labelled(v):
+        return (np.all([d.suff(v, n).notna().to_numpy() for n in content], axis=0) if content
+                else np.ones(len(v), dtype=bool))
+
+    rows = []
+
+    def add(key, results):
+        (eb, lb, hb, nb), (eo, lo, ho, no) = results[base], results[other]
+        defined = bool(np.isfinite(eb) and np.isfinite(eo))
+        sign = defined and eb * eo < 0
+        sig = defined and ab._excludes_zero(lb, hb) != ab._excludes_zero(lo, ho)
+        rows.append({**key, "base_label": base, "other_label": other, "est_base": eb, "ci_low_base": lb,
+                     "ci_high_base": hb, "n_base": nb, "est_other": eo, "ci_low_other": lo, "ci_high_other": ho,
+                     "n_other": no, "defined": defined, "sign_change": bool(sign), "significance_change": bool(sig),
+                     "changed": bool(sign or sig)})
+
+    def stat(arrays, f, dia):
+        r = d.statistic(arrays, f, dia)
+        return r["estimate"], r["ci_low"], r["ci_high"], int(r["n"])
+
+    def refused_where(v, lab, suff_value):
+        y = np.where(labelled(v), d.suff(v, lab).to_numpy(), np.nan)
+        return np.where(y == suff_value, v["refused"].to_numpy(dtype=float), np.nan)
+
+    for sl in d.slices():
+        rungs, readers = compared_rungs(ctx, sl, d.rungs(sl)), d.readers(sl)
+        views = {(r, q): d.view(sl, r, q) for r in rungs for q in readers}
+        for q in readers:  # auroc_rungs
+            for r1, r2 in combinations(rungs, 2):
+                v1, v2 = views[(r1, q)], views[(r2, q)]
+                t = v1.index[v1["p"].notna().to_numpy() & labelled(v1)].intersection(
+                    v2.index[v2["p"].notna().to_numpy() & labelled(v2)], sort=False)
+                a, b = v1.loc[t], v2.loc[t]
+                add({"slice": sl, "family": "auroc_rungs", "comparison": "auroc_rungs", "reader": q, "rung": None,
+                     "first": r1, "second": r2},
+                    {lab: stat([d.suff(a, lab).to_numpy().astype(int), a["p"].to_numpy(),
+                                d.suff(b, lab).to_numpy().astype(int), b["p"].to_numpy()],
+                               ab._auroc_diff_two_rungs, a["dialogue"].to_numpy()) for lab in (base, other)})
+        for r in rungs:  # auroc_readers
+            for q1, q2 in combinations(readers, 2):
+                v1, v2 = views[(r, q1)], views[(r, q2)]
+                keep = v1["p"].notna().to_numpy() & v2["p"].notna().to_numpy() & labelled(v1)
+                add({"slice": sl, "family": "auroc_readers", "comparison": "auroc_readers", "reader": None, "rung": r,
+                     "first": q1, "second": q2},
+                    {lab: stat([d.suff(v1, lab).to_numpy()[keep].astype(int), v1["p"].to_numpy()[keep],
+                                v2["p"].to_numpy()[keep]], _auroc_b_minus_a, v1["dialogue"].to_numpy()[keep])
+                     for lab in (base, other)})
+        for q in readers:  # refusal_rungs: turns with either rung's value, resampled together
+            for r1, r2 in combinations(rungs, 2):
+                v1, v2 = views[(r1, q)], views[(r2, q)]
+                turns = v1.index.union(v2.index, sort=False)
+                dia = v1["dialogue"].reindex(turns)
+                dia = dia.where(dia.notna(), v2["dialogue"].reindex(turns)).to_numpy()
+                res = {}
+                for lab in (base, other):
+                    ra = pd.Series(refused_where(v1, lab, 0.0), index=v1.index).reindex(turns).to_numpy()
+                    rb = pd.Series(refused_where(v2, lab, 0.0), index=v2.index).reindex(turns).to_numpy()
+                    use = ~np.isnan(ra) | ~np.isnan(rb)
+                    res[lab] = stat([ra[use], rb[use]], _mean_diff, dia[use])
+                add({"slice": sl, "family": "refusal_rungs", "comparison": "refusal_rungs", "reader": q, "rung": None,
+                     "first": r1, "second": r2}, res)
+        for r in rungs:  # refusal_readers: the same contexts, two readers
+            for q1, q2 in combinations(readers, 2):
+                v1, v2 = views[(r, q1)], views[(r, q2)]
+                res = {}
+                for lab in (base, other):
+                    ra, rb = refused_where(v1, lab, 0.0), refused_where(v2, lab, 0.0)
+                    use = ~np.isnan(ra) | ~np.isnan(rb)
+                    res[lab] = stat([ra[use], rb[use]], _mean_diff, v1["dialogue"].to_numpy()[use])
+                add({"slice": sl, "family": "refusal_readers", "comparison": "refusal_readers", "reader": None,
+                     "rung": r, "first": q1, "second": q2}, res)
+        for q in readers:  # the four per-cell families
+            for r in rungs:
+                v = views[(r, q)]
+                dia = v["dialogue"].to_numpy()
+                key = {"slice": sl, "reader": q, "rung": r, "first": None, "second": None}
+                keep = v["p"].notna().to_numpy() & labelled(v)
+                add({**key, "family": "auroc_chance", "comparison": "auroc_chance"},
+                    {lab: stat([d.suff(v, lab).to_numpy()[keep].astype(int), v["p"].to_numpy()[keep]],
+                               _auroc_minus_half, dia[keep]) for lab in (base, other)})
+                res = {}
+                for lab in (base, other):
+                    ri, rs = refused_where(v, lab, 0.0), refused_where(v, lab, 1.0)
+                    use = ~np.isnan(ri) | ~np.isnan(rs)
+                    res[lab] = stat([rs[use], ri[use]], _mean_diff, dia[use])  # insufficient - sufficient
+                add({**key, "family": "refusal_gap", "comparison": "refusal_gap"}, res)
+                gold = d.read(sl, "gold", q, v.index)
+                res = {}
+                for lab in (base, other):
+                    suff = np.where(labelled(v), d.suff(v, lab).to_numpy(), np.nan) == 1.0
+                    a, g = v["refused"].to_numpy(dtype=float)[suff], gold["refused"].to_numpy(dtype=float)[suff]
+                    res[lab] = stat([g, a], _mean_diff, dia[suff])  # rung - gold
+                add({**key, "family": "contrast_2b_2c", "comparison": "contrast_2b_2c"}, res)
+                res = {}
+                for lab in (base, other):
+                    y = 1.0 - d.suff(v, lab).to_numpy()  # 1 = insufficient
+                    sz, sp = -v["top1_z"].to_numpy(dtype=float), 1.0 - v["p"].to_numpy(dtype=float)
+                    k = labelled(v) & ~np.isnan(y) & np.isfinite(sz) & np.isfinite(sp)
+                    res[lab] = stat([y[k].astype(int), sp[k], sz[k]], _auroc_b_minus_a, dia[k])  # top1_z - reader
+                add({**key, "family": "detector_gap", "comparison": "detector_gap"}, res)
+    return pd.DataFrame(rows, columns=CHANGED_ALL_COLUMNS)
