@@ -1,6 +1,6 @@
 # worse_labels: per benchmark slice, the retriever ladder (query rungs, LLM expansion rungs fused
 # with weights fitted on train, fuse rungs), the contexts of every rung with their qrels labels,
-# readers, content judges, the answer judge and the blind audit. Its tables and figures go
+# readers, content judges, the answer judges and the blind audit. Its tables and figures go
 # through the shared report rules (report.smk).
 from convrag.studies.worse_labels import paths as wl_paths
 from convrag.studies.worse_labels import wiring as wl_wiring
@@ -10,7 +10,6 @@ WL_SLICES = wl_wiring.slice_names(config)
 WL_DOMAINS = wl_wiring.all_domains(config)
 WL_READERS = WL["readers"]["models"] or ["-"]
 WL_JUDGES = wl_wiring.content_judges(config)
-WL_ANSWER = WL["judges"]["answer"]["model"] or "-"
 
 
 localrules:
@@ -273,12 +272,11 @@ rule worse_labels_correctness:
     params:
         registry=REGISTRY,
         cache=CACHE,
-        model=WL_ANSWER,
-        max_tokens=WL["judges"]["answer"]["max_tokens"],
+        judges=wl_wiring.answer_args(config),
     shell:
-        "convrag worse-labels correctness --items {input.ctx_items} --reads {input.reads} --model {params.model}"
+        "convrag worse-labels correctness --items {input.ctx_items} --reads {input.reads} {params.judges}"
         " --registry {params.registry} --cache {params.cache} --prompts-dir $(dirname $(dirname {input.prompts}))"
-        " --max-tokens {params.max_tokens} --threads {threads} --out {output.verdicts}"
+        " --threads {threads} --out {output.verdicts}"
         " --accounting {output.accounting} 2> {log}"
 
 

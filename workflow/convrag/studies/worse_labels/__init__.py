@@ -37,6 +37,26 @@ def _check_acyclic(ladder: dict, where: str) -> None:
         visit(n, [])
 
 
+def _answer_judges(raw, where: str) -> list[dict]:
+    """``judges.answer`` as a list of ``{model, max_tokens}``: a single mapping is one judge (none
+    when its model is null), a list is every judge in order (the first is Table 2's). Idempotent."""
+    from convrag.errors import ConfigError
+
+    items = [raw] if isinstance(raw, dict) else list(raw)
+    out = []
+    for i, a in enumerate(items):
+        a = {"model": None, "max_tokens": 8, **a}
+        if a["model"] is None:
+            if isinstance(raw, dict):
+                continue
+            raise ConfigError(f"{where}[{i}].model: a listed answer judge needs a model (leave it out instead)")
+        out.append(a)
+    models = [a["model"] for a in out]
+    if len(set(models)) != len(models):
+        raise ConfigError(f"{where}: a model is listed twice ({models})")
+    return out
+
+
 class WorseLabels(Study):
     key = "worse_labels"
     title = ("Better Retrievers, Worse Labels: How Incomplete Relevance Judgments Distort Abstention "
@@ -115,9 +135,12 @@ class WorseLabels(Study):
                               "the primary labeller)")
         if j["primary"] is not None and j["primary"] not in [*j["content"], *j["panel"], "world", "panel"]:
             raise unknown_name(source, f"{key}.judges.primary", j["primary"], [*j["content"], *j["panel"], "world"])
-        for k in ("answer", "audit"):
-            if j[k]["model"] is not None and j[k]["model"] not in registry:
-                raise unknown_name(source, f"{key}.judges.{k}.model", j[k]["model"], registry)
+        j["answer"] = _answer_judges(j["answer"], f"{source}: {key}.judges.answer")
+        for i, a in enumerate(j["answer"]):
+            if a["model"] not in registry:
+                raise unknown_name(source, f"{key}.judges.answer[{i}].model", a["model"], registry)
+        if j["audit"]["model"] is not None and j["audit"]["model"] not in registry:
+            raise unknown_name(source, f"{key}.judges.audit.model", j["audit"]["model"], registry)
         if j["audit"]["model"] and j["audit"]["strata"]:
             from convrag.studies.worse_labels.plan import sets
 
@@ -154,7 +177,8 @@ class WorseLabels(Study):
             "readers": list(ctx["readers"]), "table3_reader": ctx["readers"][0] if ctx["readers"] else None,
             "judges": list(w["judges"]["content"]), "primary_labeller": ctx["primary"],
             "panel": list(w["judges"]["panel"]), "audit": ctx["audit"], "top_k": w["top_k"],
-            "partial_insufficient": w["partial_insufficient"]}
+            "partial_insufficient": w["partial_insufficient"],
+            "answer_judges": list(ctx["answer_judges"])}
         return ctx
 
     def outputs(self, config, layout):

@@ -160,18 +160,32 @@ def cmd_label(a):
 
 
 def cmd_correctness(a):
-    """The answer judge over one reader's responses (correctness 1-5 against the reference; a
-    response without ANSWERABLE status is not asked)."""
+    """Every answer judge over one reader's responses (correctness 1-5 against the reference; a
+    response without ANSWERABLE status is not asked), each judge in one batched, cached call, in
+    ``--judges`` order; one file with every judge's verdicts (``judge_model``), each judge's
+    accounting under its own role (``judge:<model>``). All or nothing."""
+    from convrag.errors import ConfigError
     from convrag.io import read_jsonl
-    from convrag.llm.judge import run_judge
+    from convrag.llm.judge import run_judge, summary
+    from convrag.rag.jobs import Job
     from convrag.studies.worse_labels import judges
 
+    if not a.judges or any(not isinstance(j, dict) or not j.get("model") for j in a.judges):
+        raise ConfigError(f"worse-labels correctness: --judges must list {{model, max_tokens}} mappings, got {a.judges!r}")
     ref = {it["context_id"]: it for it in read_jsonl(a.items)}
     items = [{"item_id": r["item_id"], "question": ref[r["item_id"]]["question"],
               "reference": ref[r["item_id"]]["reference"], "answer": r.get("answer") or "",
               "status": r["status"]} for r in read_jsonl(a.reads)]
-    _run_judge(a, "correctness", items, lambda its, eng, pr: run_judge(judges.CORRECTNESS, its, eng, pr,
-                                                                       max_tokens=a.max_tokens, desc="correctness"))
+    with Job(a.registry, a.cache, a.threads) as job:
+        prompts = judges.load_prompts(a.prompts_dir, which=("correctness",))["correctness"]
+        out, counts = [], {}
+        for j in a.judges:
+            engine = job.engine(j["model"], role=f"judge:{j['model']}")
+            verdicts = run_judge(judges.CORRECTNESS, items, engine, prompts, max_tokens=j.get("max_tokens"),
+                                 desc=f"correctness ({j['model']})")
+            out += [{**v, "judge_model": j["model"]} for v in verdicts]
+            counts[j["model"]] = summary(verdicts)
+        job.write({a.out: out}, a.accounting, judges=counts)
 
 
 def cmd_audit(a):
@@ -274,17 +288,22 @@ def add_cli(sub) -> None:
     _common(s)
 
     for name, fn, help_ in (("label", cmd_label, "one content judge over the slice's contexts"),
-                            ("correctness", cmd_correctness, "the answer judge over one reader's responses")):
+                            ("correctness", cmd_correctness, "every answer judge over one reader's responses")):
         s = sub.add_parser(name, help=help_)
         s.set_defaults(fn=fn)
         for k in ("items", "prompts-dir", "out", "accounting"):
             s.add_argument(f"--{k}", required=True)
         if name == "label":
             s.add_argument("--sets", nargs="+", required=True)
+            s.add_argument("--max-tokens", type=int, default=None)
+            _common(s)
         else:
             s.add_argument("--reads", required=True)
-        s.add_argument("--max-tokens", type=int, default=None)
-        _common(s)
+            s.add_argument("--judges", type=json_arg, required=True,
+                           help='JSON list of {"model": ..., "max_tokens": ...}: the answer judges, in order')
+            for k in ("registry", "cache"):
+                s.add_argument(f"--{k}", required=True)
+            _common(s, model=False)
 
     s = sub.add_parser("audit", help="the blind audit of a stratified sample of contexts")
     s.set_defaults(fn=cmd_audit)

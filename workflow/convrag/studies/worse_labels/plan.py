@@ -86,6 +86,15 @@ def content_judges(config: dict) -> list[str]:
     return list(dict.fromkeys([*j["content"], *j["panel"]]))
 
 
+def answer_judges(config: dict) -> list[dict]:
+    """The answer-correctness judges ``{model, max_tokens}`` in order (the first is Table 2's);
+    ``judges.answer`` as the study's check leaves it (a list)."""
+    a = config["worse_labels"]["judges"]["answer"]
+    if isinstance(a, dict):  # a block not through the study's check: a single mapping
+        return [a] if a.get("model") else []
+    return list(a)
+
+
 def readers(config: dict) -> list[str]:
     return config["worse_labels"]["readers"]["models"]
 
@@ -108,8 +117,8 @@ def model_jobs(config: dict) -> list[dict]:
     for name in slices(config):
         jobs += [dict(stage="read", role="reader", model=m, slice=name) for m in readers(config)]
         jobs += [dict(stage="label", role="judge", model=m, slice=name) for m in content_judges(config)]
-        jobs += [dict(stage="correctness", role="judge", model=wl["judges"]["answer"]["model"], slice=name,
-                      reader=m) for m in readers(config)]
+        jobs += [dict(stage="correctness", role="judge", model=a["model"], slice=name, reader=m)
+                 for m in readers(config) for a in answer_judges(config)]
         if wl["judges"]["audit"]["model"]:
             jobs.append(dict(stage="audit", role="judge", model=wl["judges"]["audit"]["model"], slice=name))
     return jobs

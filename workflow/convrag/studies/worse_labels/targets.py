@@ -68,16 +68,41 @@ def load_labels(inputs, ctx) -> pd.DataFrame:
     return df
 
 
-def load_reads(inputs) -> pd.DataFrame:
-    """Every reader's responses with the answer judge's correctness (1-5) and ``correct``
-    (answered and correctness >= 4)."""
+CORRECTNESS_COLUMNS = ["slice", "reader", "item_id", "judge", "correctness"]
+
+
+def load_correctness(inputs) -> pd.DataFrame:
+    """Every answer judge's verdicts, long: one row per (slice, reader, item_id, judge) with the
+    correctness (1-5, None when not scored). A correctness file holds every judge of its job
+    (``judge_model``); a verdict without one is the single judge of an older file (judge None)."""
+    from convrag.errors import DataError
+    from convrag.io import read_jsonl
+
+    rows, seen = [], set()
+    for p in _paths(inputs.get("correctness")):
+        s, reader = Path(p).parent.name, Path(p).stem
+        for v in read_jsonl(p):
+            key = (s, reader, v["item_id"], v.get("judge_model"))
+            if key in seen:
+                raise DataError(f"{p}: item {v['item_id']} has two verdicts of judge {v.get('judge_model')}")
+            seen.add(key)
+            rows.append(dict(zip(CORRECTNESS_COLUMNS, (*key, v["value"]))))
+    return pd.DataFrame(rows, columns=CORRECTNESS_COLUMNS, dtype=object)
+
+
+def load_reads(inputs, judge: str | None = None) -> pd.DataFrame:
+    """Every reader's responses with one answer judge's correctness (1-5) and ``correct``
+    (answered and correctness >= 4): ``judge`` (the config's first answer judge), or, when None,
+    the first judge of each correctness file."""
     from convrag.io import read_jsonl
     from convrag.studies.worse_labels.judges import is_correct
 
     score = {}
-    for p in _paths(inputs.get("correctness")):
-        for v in read_jsonl(p):
-            score[(Path(p).parent.name, Path(p).stem, v["item_id"])] = v["value"]
+    cor = load_correctness(inputs)
+    for (s, reader), g in cor.groupby(["slice", "reader"], sort=False, dropna=False):
+        use = judge if judge is not None else g["judge"].iloc[0]
+        g = g[g["judge"].isna()] if pd.isna(use) else g[g["judge"] == use]
+        score.update({(s, reader, i): None if pd.isna(v) else int(v) for i, v in zip(g["item_id"], g["correctness"])})
     rows = []
     for p in _paths(inputs.get("reads")):
         s, reader = Path(p).parent.name, Path(p).stem
@@ -117,7 +142,7 @@ def ladder_table(inputs, ctx) -> pd.DataFrame:
 def _frames(inputs, ctx, reads=False):
     c = load_contexts(inputs)
     out = [c, load_labels(inputs, ctx)]
-    return (*out, load_reads(inputs)) if reads else tuple(out)
+    return (*out, load_reads(inputs, (ctx.get("answer_judges") or [None])[0])) if reads else tuple(out)
 
 
 def primary_for(labels: pd.DataFrame, ctx: dict, slice_: str) -> str:
@@ -129,7 +154,7 @@ def primary_for(labels: pd.DataFrame, ctx: dict, slice_: str) -> str:
 
 def per_slice(fn, frames: tuple, ctx: dict) -> pd.DataFrame:
     """``fn`` on each slice's rows with that slice's primary labeller, concatenated."""
-    c, labels = frames[0], frames[1]
+    labels = frames[1]
     parts = []
     for s in ctx["ladders"]:
         sub = [f[f["slice"] == s] for f in frames]
@@ -176,6 +201,33 @@ def _changed(inputs, ctx):
     return per_slice(abstention.changed_conclusions, _frames(inputs, ctx, reads=True), ctx)
 
 
+def _judge_frames(inputs, ctx):
+    """(contexts, labels, reads of each answer judge...) and the judges, in the config's order."""
+    judges = list(ctx.get("answer_judges") or [])
+    c, lab = _frames(inputs, ctx)
+    return (c, lab, *[load_reads(inputs, j) for j in judges]), judges
+
+
+def _answer_judges_table(inputs, ctx):
+    from convrag.studies.worse_labels import answer_judges as AJ
+
+    frames, judges = _judge_frames(inputs, ctx)
+
+    def fn(*args):
+        c, lab, *reads, cx = args
+        return AJ.answer_judges(c, lab, dict(zip(judges, reads)), cx)
+    return per_slice(fn, frames, ctx)
+
+
+def _judge_survival(inputs, ctx):
+    from convrag.studies.worse_labels import abstention
+    from convrag.studies.worse_labels import answer_judges as AJ
+
+    _, judges = _judge_frames(inputs, ctx)
+    changed = per_slice(abstention.changed_conclusions, _frames(inputs, ctx, reads=True), ctx)
+    return AJ.judge_survival(changed, _answer_judges_table(inputs, ctx), judges)
+
+
 def _fig2a(df, stem):
     from convrag.report import figures
 
@@ -206,41 +258,6 @@ def _judge_corrected(inputs, ctx):
     return judge_corrected(c, lab, ctx)
 
 
-def _followup(fn_name):
-    def build(inputs, ctx):
-        from convrag.studies.worse_labels import followups
-
-        return per_slice(getattr(followups, fn_name), _frames(inputs, ctx), ctx)
-    return build
-
-
-def _false_miss_origin(inputs, ctx):
-    """Also reads MTRAG's annotator feedback when the artifact ``human_feedback`` is given (parquets
-    of ``followups.human_feedback``); without it the feedback-based origins are NaN."""
-    from convrag.studies.worse_labels import followups
-
-    fb = [pd.read_parquet(p) for p in _paths(inputs.get("human_feedback"))]
-    fb = pd.concat(fb, ignore_index=True) if fb else None
-    return per_slice(lambda c, lab, cx: followups.false_miss_origin(c, lab, cx, fb), _frames(inputs, ctx), ctx)
-
-
-def _changed_all(inputs, ctx):
-    from convrag.studies.worse_labels import followups
-
-    return per_slice(followups.changed_all, _frames(inputs, ctx, reads=True), ctx)
-
-
-def _followup_targets():
-    """followups.py's tables: ladder_steps and dialogue_tied read contexts (no_gold, dialogue,
-    domain, doc_classes) and labels (label, support); false_miss_origin also doc_ids;
-    changed_conclusions also top1_z and the reads (status, p_answerable)."""
-    base = ("gold", "contexts", "labels", "audit")
-    return [Target("ladder_steps", "table", _followup("ladder_steps"), inputs=base),
-            Target("dialogue_tied", "table", _followup("dialogue_tied"), inputs=base),
-            Target("false_miss_origin", "table", _false_miss_origin, inputs=base),
-            Target("changed_conclusions", "table", _changed_all, inputs=(*base, "reads"))]
-
-
 TARGETS = {t.name: t for t in [
     Target("ladder_retrieval", "table", ladder_table, inputs=("gold", "contexts", "weights")),
     Target("figure2a_insufficiency", "figure", _lq("figure2a"), _fig2a, inputs=("gold", "contexts", "labels", "audit")),
@@ -255,9 +272,13 @@ TARGETS = {t.name: t for t in [
     Target("contrast_2b_2c", "table", _ab("contrast_2b_2c"), inputs=("gold", "contexts", "labels", "audit", "reads")),
     Target("score_detectors", "table", _ab("score_detectors"), inputs=("gold", "contexts", "labels", "audit", "reads")),
     Target("kitagawa", "table", _ab("kitagawa_table"), inputs=("gold", "contexts", "labels", "audit", "reads")),
+    Target("changed_conclusions", "table", _changed, inputs=("gold", "contexts", "labels", "audit", "reads")),
+    Target("answer_judges", "table", _answer_judges_table,
+           inputs=("gold", "contexts", "labels", "audit", "reads", "correctness", "correctness_compared")),
+    Target("judge_survival", "table", _judge_survival,
+           inputs=("gold", "contexts", "labels", "audit", "reads", "correctness", "correctness_compared")),
     Target("table3_mtrag", "table", _table3, inputs=("gold", "contexts", "labels", "audit", "reads")),
     Target("judge_corrected", "table", _judge_corrected, inputs=("gold", "contexts", "labels", "audit")),
-    *_followup_targets(),
     reproduction_target("worse_labels"),
 ]}
 

@@ -8,8 +8,8 @@ from convrag.data.benchmarks import corpus_id
 from convrag.data.gold import gold_files
 from convrag.layout import Layout
 from convrag.studies.worse_labels import paths
-from convrag.studies.worse_labels.plan import (content_judges, fitted_rungs, part_benchmark, parts, primary, readers,
-                                               rung_jobs, sets, slice_domains, slices)
+from convrag.studies.worse_labels.plan import (answer_judges, content_judges, fitted_rungs, part_benchmark, parts,
+                                               primary, readers, rung_jobs, sets, slice_domains, slices)
 
 
 def _slice(config, s):
@@ -159,8 +159,12 @@ def audit_models(config: dict) -> list[str]:
 
 
 def answer_models(config: dict) -> list[str]:
-    m = config["worse_labels"]["judges"]["answer"]["model"]
-    return [m] if m else []
+    return [a["model"] for a in answer_judges(config)]
+
+
+def answer_args(config: dict) -> str:
+    """The correctness job's judges: ``--judges '[{model, max_tokens}, ...]'``."""
+    return f"--judges '{json.dumps(answer_judges(config))}'"
 
 
 def audit_args(config: dict, registry: str, cache: str, prompts_dir: str) -> str:
@@ -174,12 +178,11 @@ def audit_args(config: dict, registry: str, cache: str, prompts_dir: str) -> str
 
 
 def model_outputs(config: dict, L: Layout, ext: str = "jsonl") -> list[str]:
-    w = config["worse_labels"]
     out = []
     for s in slice_names(config):
         out += [paths.reads(L, s, m, ext) for m in readers(config)]
         out += [paths.labels(L, s, j, ext) for j in content_judges(config)]
-        if w["judges"]["answer"]["model"]:
+        if answer_judges(config):
             out += [paths.correctness(L, s, m, ext) for m in readers(config)]
     return out + [paths.audit(L, s, ext) for s in audited(config)]
 
@@ -193,12 +196,14 @@ def accounting_files(config: dict, L: Layout) -> list[str]:
 
 
 def artifacts(config: dict, L: Layout) -> dict:
-    w = config["worse_labels"]
     return {"contexts": [paths.contexts(L, s) for s in slice_names(config)],
             "labels": [paths.labels(L, s, j) for s in slice_names(config) for j in content_judges(config)],
             "reads": [paths.reads(L, s, m) for s in slice_names(config) for m in readers(config)] or None,
             "correctness": ([paths.correctness(L, s, m) for s in slice_names(config) for m in readers(config)]
-                            if w["judges"]["answer"]["model"] else None),
+                            if answer_judges(config) else None),
+            # the answer judges compared: only with two or more (None drops answer_judges / judge_survival)
+            "correctness_compared": ([paths.correctness(L, s, m) for s in slice_names(config) for m in readers(config)]
+                                     if len(answer_judges(config)) > 1 else None),
             # optional inputs: an empty list, not None (None would drop every target that reads them)
             "audit": [paths.audit(L, s) for s in audited(config)],
             "weights": [paths.weights(L, j["slice"], j["rung"]) for j in fitted_rungs(config)],
@@ -217,7 +222,8 @@ def context(config: dict) -> dict:
             "panel_members": j["panel"], "audit": bool(j["audit"]["model"]), "readers": readers(config),
             "boot": w["bootstrap"], "partial_insufficient": w["partial_insufficient"], "top_k": w["top_k"],
             "audit_strata": j["audit"]["strata"], "ppi": w["ppi"],
-            "compared_rungs": {s: list(sp["compared"]) for s, sp in slices(config).items() if sp.get("compared")}}
+            "compared_rungs": {s: list(sp["compared"]) for s, sp in slices(config).items() if sp.get("compared")},
+            "answer_judges": answer_models(config)}
 
 
 __all__ = ["parts", "sets"]
