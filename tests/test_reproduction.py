@@ -343,6 +343,7 @@ def _columns_of_code(key: str, tmp_path) -> dict[str, set[str]]:
         from convrag.studies.worse_labels import abstention as AB
         from convrag.studies.worse_labels import answer_judges as AJ
         from convrag.studies.worse_labels import label_quality as LQ
+        from convrag.studies.worse_labels import followups as FU
 
         rungs = list(load_config(PAPER_CONFIGS[key])["worse_labels"]["slices"]["recor"]["ladder"])
         src = (REPO_ROOT / "workflow/convrag/studies/worse_labels/targets.py").read_text()
@@ -356,7 +357,9 @@ def _columns_of_code(key: str, tmp_path) -> dict[str, set[str]]:
                 "figure3_auroc": set(AB.FIGURE3_COLUMNS), "contrast_2b_2c": set(AB.CONTRAST_COLUMNS),
                 "score_detectors": set(AB.SCORE_COLUMNS),
                 "answer_judges": set(AJ.ANSWER_JUDGES_COLUMNS), "judge_survival": set(AJ.SURVIVAL_COLUMNS),
-                "table3_mtrag": set(LQ.TABLE3_COLUMNS) | set(AB.AUROC_COLUMNS_COLUMNS)}
+                "table3_mtrag": set(LQ.TABLE3_COLUMNS) | set(AB.AUROC_COLUMNS_COLUMNS),
+                "ladder_steps": set(FU.LADDER_STEPS_COLUMNS), "dialogue_tied": set(FU.DIALOGUE_TIED_COLUMNS),
+                "false_miss_origin": set(FU.ORIGIN_COLUMNS), "changed_conclusions": set(FU.CHANGED_ALL_COLUMNS)}
     cfg = load_config(PAPER_CONFIGS[key])
     measures = cfg[key]["measures"]
     scores = pd.DataFrame([{"task_id": f"t{i}", "retriever": "r", "policy": "current", "domain": "d", "measure": m,

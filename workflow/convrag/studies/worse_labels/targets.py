@@ -258,6 +258,41 @@ def _judge_corrected(inputs, ctx):
     return judge_corrected(c, lab, ctx)
 
 
+def _followup(fn_name):
+    def build(inputs, ctx):
+        from convrag.studies.worse_labels import followups
+
+        return per_slice(getattr(followups, fn_name), _frames(inputs, ctx), ctx)
+    return build
+
+
+def _false_miss_origin(inputs, ctx):
+    """Also reads MTRAG's annotator feedback when the artifact ``human_feedback`` is given (parquets
+    of ``followups.human_feedback``); without it the feedback-based origins are NaN."""
+    from convrag.studies.worse_labels import followups
+
+    fb = [pd.read_parquet(p) for p in _paths(inputs.get("human_feedback"))]
+    fb = pd.concat(fb, ignore_index=True) if fb else None
+    return per_slice(lambda c, lab, cx: followups.false_miss_origin(c, lab, cx, fb), _frames(inputs, ctx), ctx)
+
+
+def _changed_all(inputs, ctx):
+    from convrag.studies.worse_labels import followups
+
+    return per_slice(followups.changed_all, _frames(inputs, ctx, reads=True), ctx)
+
+
+def _followup_targets():
+    """followups.py's tables: ladder_steps and dialogue_tied read contexts (no_gold, dialogue,
+    domain, doc_classes) and labels (label, support); false_miss_origin also doc_ids;
+    changed_conclusions also top1_z and the reads (status, p_answerable)."""
+    base = ("gold", "contexts", "labels", "audit")
+    return [Target("ladder_steps", "table", _followup("ladder_steps"), inputs=base),
+            Target("dialogue_tied", "table", _followup("dialogue_tied"), inputs=base),
+            Target("false_miss_origin", "table", _false_miss_origin, inputs=base),
+            Target("changed_conclusions", "table", _changed_all, inputs=(*base, "reads"))]
+
+
 TARGETS = {t.name: t for t in [
     Target("ladder_retrieval", "table", ladder_table, inputs=("gold", "contexts", "weights")),
     Target("figure2a_insufficiency", "figure", _lq("figure2a"), _fig2a, inputs=("gold", "contexts", "labels", "audit")),
@@ -272,13 +307,13 @@ TARGETS = {t.name: t for t in [
     Target("contrast_2b_2c", "table", _ab("contrast_2b_2c"), inputs=("gold", "contexts", "labels", "audit", "reads")),
     Target("score_detectors", "table", _ab("score_detectors"), inputs=("gold", "contexts", "labels", "audit", "reads")),
     Target("kitagawa", "table", _ab("kitagawa_table"), inputs=("gold", "contexts", "labels", "audit", "reads")),
-    Target("changed_conclusions", "table", _changed, inputs=("gold", "contexts", "labels", "audit", "reads")),
     Target("answer_judges", "table", _answer_judges_table,
            inputs=("gold", "contexts", "labels", "audit", "reads", "correctness", "correctness_compared")),
     Target("judge_survival", "table", _judge_survival,
            inputs=("gold", "contexts", "labels", "audit", "reads", "correctness", "correctness_compared")),
     Target("table3_mtrag", "table", _table3, inputs=("gold", "contexts", "labels", "audit", "reads")),
     Target("judge_corrected", "table", _judge_corrected, inputs=("gold", "contexts", "labels", "audit")),
+    *_followup_targets(),
     reproduction_target("worse_labels"),
 ]}
 
