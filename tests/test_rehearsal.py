@@ -158,3 +158,51 @@ def test_the_mtrag_un_plan_accounts_for_every_published_number(mtrag_un_rehearsa
     assert set(stats[stats.role == "compared"].benchmark) == set(cfg["mtrag_un"]["statistics_benchmarks"]) == {"mtrag"}
     assert not df[df.status == "unavailable"].reason.fillna("").eq("").any()
     assert summary_line(df).startswith(f"resolved {(df.status == RESOLVED).sum()} of {len(df)} published numbers")
+
+
+# ---- worse_labels -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def worse_labels_rehearsal(tmp_path_factory):
+    cfg = load_config(REPO_ROOT / "config" / "studies" / "worse_labels.yaml")
+    study = get_study("worse_labels")
+    out = tmp_path_factory.mktemp("rehearsal_worse_labels")
+    return cfg, study, out, rehearse(study, cfg, out, questions=2, n_resamples=20)
+
+
+def test_the_worse_labels_paper_grid_rehearses_at_full_shape(worse_labels_rehearsal):
+    from convrag.studies.worse_labels.plan import content_judges, readers, sets, slice_domains, slices
+
+    cfg, study, out, tables = worse_labels_rehearsal
+    assert study.has_rehearsal
+    for s, sp in slices(cfg).items():  # every slice, domain, rung and context set
+        c = pd.read_parquet(out / "inputs" / "worse_labels" / "contexts" / f"{s}.parquet")
+        assert set(c["set"]) == set(sets(cfg, s)) and set(c["domain"]) == set(slice_domains(cfg, s))
+        assert len(c) == len(sets(cfg, s)) * len(slice_domains(cfg, s)) * 2 * 3  # 2 dialogues x 3 turns
+        for j in content_judges(cfg):  # every context but 'none' labelled by every judge and panel member
+            lab = pd.read_json(out / "inputs" / "worse_labels" / "labels" / s / f"{j}.jsonl", lines=True)
+            assert len(lab) == (c["set"] != "none").sum()
+        for m in readers(cfg):
+            assert (out / "inputs" / "worse_labels" / "reads" / s / f"{m}.jsonl").exists()
+    assert len(slice_domains(cfg, "recor")) == 11 and list(slices(cfg)["mtrag"]["ladder"]) == [
+        "questions_bm25", "last_bm25", "rewrite_bm25", "dense", "hybrid"]
+    # every target is built (the reproduction table too)
+    assert set(tables) == set(study.targets())
+    for name in tables:
+        assert (out / "figures" / f"{name}.png").exists() or (out / "tables" / f"{name}.csv").exists(), name
+
+
+def test_the_worse_labels_plan_resolves_every_mapped_number(worse_labels_rehearsal):
+    cfg, study, out, tables = worse_labels_rehearsal
+    df = plan(study, cfg, tables)
+    assert len(df) == len(load_published(published_path("worse_labels"), "worse_labels").entries) >= 170
+    repro = pd.read_csv(tables["reproduction"]).set_index("id")
+    resolved = df[df.status == RESOLVED]
+    assert len(resolved) >= 100 and (df.status == AMBIGUOUS).sum() == 0
+    for r in resolved.itertuples():  # the rehearsed reproduction table has a finite value for each
+        assert math.isfinite(repro.loc[r.id, "ours"]), r.id
+        assert r.target and r.column
+    # an unavailable number says why (about the world: data, models or what the paper leaves unstated)
+    assert df[df.status == "unavailable"].reason.str.len().gt(10).all()
+    assert summary_line(df).startswith(f"resolved {len(resolved)} of {len(df)} published numbers")

@@ -1,0 +1,161 @@
+"""worse_labels' rehearsal inputs: every file its targets read, with seeded synthetic values and no
+model, at the config's full shape (every slice, every domain of its benchmark, every rung and
+context set, reader, content judge, panel member, answer judge, the audit's strata and every
+fitted rung's weights), so that every table, figure and reproduction row can be built before a
+GPU hour is spent (convrag.report.rehearsal).
+
+The contexts are built by the contexts stage's own code (``contexts.build_contexts``) from
+synthetic turns and rankings: per domain ``questions`` dialogues of three turns, each turn one
+gold document of its dialogue; a rung further up the ladder puts the gold into its top k more
+often, so nDCG and "no gold" move along the ladder as in the paper. The verdict files have the
+jobs' record shapes (``worse-labels label / read / correctness / audit``): judges say yes /
+partial / no with supporting positions (a context with gold mostly yes, one without a mix),
+readers ANSWERABLE / UNANSWERABLE with p(answerable) and an answer, the answer judges 1-5, the
+auditor's two procedures and final label on ``judges.audit_sample``'s draw. The values are
+noise with a direction: their numbers mean nothing, only that every cell has one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from convrag.io import write_json, write_jsonl, write_parquet
+from convrag.records import TurnTask
+
+TURNS = 3  # turns per synthetic dialogue (other-turn gold and dialogue-tied classes need > 1)
+DEPTH = 20  # documents per synthetic ranking
+LABELS = ("yes", "partial", "no")
+
+
+def _tasks(config: dict, slice_: str, questions: int) -> list[TurnTask]:
+    from convrag.studies.worse_labels.plan import slice_domains, slices
+
+    b = slices(config)[slice_]["benchmark"]
+    out = []
+    for d in slice_domains(config, slice_):
+        for q in range(questions):
+            conv = f"{d}-{q}"
+            for t in range(1, TURNS + 1):
+                hist = [x for k in range(1, t) for x in ({"role": "user", "text": f"question {k} of {conv}?"},
+                                                          {"role": "assistant", "text": f"answer {k}"})]
+                out.append(TurnTask(task_id=f"{conv}_turn_{t}", benchmark=b, conversation_id=conv, turn=t,
+                                    history=hist, question=f"question {t} of {conv}?",
+                                    reference_answers=[f"answer {t}"], gold_docs={f"{conv}_doc_{t}": 1},
+                                    rewrite=f"standalone question {t} of {conv}?",
+                                    labels={"domain": d, "first_turn": t == 1}))
+    return out
+
+
+def _corpus(tasks: list[TurnTask], rng) -> dict[str, str]:
+    """Per dialogue 2 x TURNS documents, per domain 10 others; random words (no copies)."""
+    words = [f"w{i}" for i in range(400)]
+    texts = {}
+    for t in tasks:
+        d = t.labels["domain"]
+        for i in range(1, 2 * TURNS + 1):
+            texts.setdefault(f"{t.conversation_id}_doc_{i}", " ".join(rng.choice(words, 30)))
+        for i in range(10):
+            texts.setdefault(f"{d}-other-{i}", " ".join(rng.choice(words, 30)))
+    return texts
+
+
+def _runs(config: dict, slice_: str, tasks: list[TurnTask], texts: dict, rng) -> dict[str, dict]:
+    """rung -> {task id -> {doc: score}}: the turn's domain's documents in a random order, the gold
+    moved into the top k with a probability that grows along the ladder."""
+    from convrag.studies.worse_labels.plan import slices
+
+    ladder = list(slices(config)[slice_]["ladder"])
+    k = config["worse_labels"]["top_k"]
+    by_domain: dict[str, list[str]] = {}
+    for doc in texts:
+        by_domain.setdefault(doc.split("-", 1)[0], []).append(doc)
+    runs = {}
+    for i, rung in enumerate(ladder):
+        p_hit = 0.3 + 0.6 * i / max(1, len(ladder) - 1)
+        run = {}
+        for t in tasks:
+            docs = [x for x in by_domain[t.labels["domain"]] if x not in t.gold_docs]
+            order = list(rng.permutation(docs))[:DEPTH]
+            gold = next(iter(t.gold_docs))
+            order.insert(int(rng.integers(0, k)) if rng.random() < p_hit else len(order), gold)
+            run[t.task_id] = {doc: float(DEPTH + 1 - j + rng.random() * 0.5) for j, doc in enumerate(order)}
+        runs[rung] = run
+    return runs
+
+
+def _label(rng, has_gold: bool, n: int) -> dict:
+    lab = str(rng.choice(LABELS, p=[0.7, 0.2, 0.1] if has_gold else [0.3, 0.2, 0.5]))
+    support = [] if lab == "no" or n == 0 else sorted({int(x) for x in rng.integers(1, n + 1, size=2)})
+    return {"label": lab if n else "no", "support": support if n else []}
+
+
+def _verdict(item_id: str, judge: str, value) -> dict:
+    return {"item_id": item_id, "judge": judge, "judge_model": judge, "value": value, "method": "llm",
+            "parsed": value is not None}
+
+
+def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int = 2, seed: int = 0) -> dict:
+    """Write the synthetic inputs under ``folder`` at the paths the study's artifacts name; returns
+    the artifacts (input name -> path(s)) the targets read. ``runs`` is unused (one run per cell:
+    the study has no repeated runs)."""
+    from convrag.layout import Layout
+    from convrag.studies.worse_labels import judges, paths, wiring
+    from convrag.studies.worse_labels.contexts import build_contexts
+    from convrag.studies.worse_labels.plan import content_judges, readers, sets, slices
+
+    folder = Path(folder)
+    rng = np.random.default_rng(seed)
+    L = Layout(str(folder))
+    arts = wiring.artifacts(config, L)
+    w = config["worse_labels"]
+    answer = wiring.answer_models(config)
+    contexts = {}
+    for s in slices(config):
+        tasks = _tasks(config, s, questions)
+        texts = _corpus(tasks, rng)
+        df, items = build_contexts(s, tasks, _runs(config, s, tasks, texts, rng), texts, w["top_k"],
+                                   slices(config)[s].get("control"))
+        write_parquet(df, paths.contexts(L, s))
+        write_jsonl(paths.contexts(L, s, "items.jsonl"), items)
+        contexts[s] = df
+        gold_in = dict(zip(df["context_id"], ~df["no_gold"].astype(bool)))
+        n_docs = dict(zip(df["context_id"], df["doc_ids"].map(len)))
+        labelled = [c for c in df["context_id"] if c.split("|", 1)[0] in set(sets(config, s)) - {"none"}]
+        for j in content_judges(config):
+            write_jsonl(paths.labels(L, s, j),
+                        [_verdict(c, j, _label(rng, gold_in[c], n_docs[c])) for c in labelled])
+        read = [c for c in df["context_id"] if c.split("|", 1)[0] != "control"]
+        for m in readers(config):
+            recs = []
+            for c in read:
+                p = float(np.clip(rng.beta(5, 2) if gold_in[c] else rng.beta(2, 3 if n_docs[c] else 20), 1e-4, 1 - 1e-4))
+                status = "ANSWERABLE" if rng.random() < p else "UNANSWERABLE"
+                recs.append({"item_id": c, "reader": m, "status": status, "p_answerable": p,
+                             "answer": f"answer of {c}" if status == "ANSWERABLE" else "", "parsed": True})
+            write_jsonl(paths.reads(L, s, m), recs)
+            if answer:
+                write_jsonl(paths.correctness(L, s, m),
+                            [_verdict(r["item_id"], j, int(rng.integers(3 if gold_in[r["item_id"]] else 1, 6)))
+                             for r in recs for j in answer])
+    for s in wiring.audited(config):
+        a = w["judges"]["audit"]
+        sample = judges.audit_sample(contexts[s], a["strata"] or judges.AUDIT_STRATA_PAPER, a["seed"])
+        gold_in = dict(zip(contexts[s]["context_id"], ~contexts[s]["no_gold"].astype(bool)))
+        recs = []
+        for row in sample.itertuples():
+            direct, per_doc = (_label(rng, gold_in[row.context_id], w["top_k"])["label"] for _ in range(2))
+            agree = direct == per_doc
+            final = direct if agree else _label(rng, gold_in[row.context_id], w["top_k"])["label"]
+            recs.append({"audit_id": row.audit_id, "context_id": row.context_id, "direct": direct,
+                         "per_document": per_doc, "adjudicated": None if agree else final, "final": final,
+                         "agree": agree, "auditor": a["model"]})
+        write_jsonl(paths.audit(L, s), recs)
+    for j in wiring.fitted_rungs(config):
+        names = wiring.component_names(config, j["slice"], j["rung"])
+        given = wiring.rung(config, j["slice"], j["rung"]).get("weights")
+        write_json(paths.weights(L, j["slice"], j["rung"]),
+                   {"weights": list(given or [1.0 / len(names)] * len(names)), "components": names,
+                    "source": "given" if given else "rehearsal (equal)"})
+    # the gold-in-corpus checks are the real corpora's (a caption note): none here
+    return {k: ([] if k == "gold" else v) for k, v in arts.items() if v is not None}
