@@ -276,6 +276,14 @@ def test_long_scenario_and_caps(measured, tmp_path, registry_path):
     # that holds the reply (SHARDED: 3 per conversation)
     capped = estimate(_target(tmp_path, registry_path, assistant={"temperature": 1.0, "max_tokens": 15}), measured)
     assert _sum(capped, model="big", role="assistant") == (504, 264_600 - 3 * 42 * 3 * 5, 10_080 - 504 * 5)
+    # a model's own cap (assistant_by_model) sizes that model only
+    own = estimate(_target(tmp_path, registry_path, assistant_by_model={"big": {"max_tokens": 15}}), measured)
+    def tot(w, model):
+        t = _total(w, "measured", model=model, role="assistant")
+        return t.requests, t.prompt_tokens, t.completion_tokens
+
+    assert _sum(own, model="big", role="assistant") == tot(capped, "big")
+    assert _sum(own, model="api", role="assistant") == tot(work, "api") != tot(capped, "api")
 
 
 def test_passages_rescaled_with_passage_tokens(measured, tmp_path, registry_path):

@@ -31,7 +31,7 @@ from convrag.errors import ConfigError, DataError
 from convrag.layout import Layout
 from convrag.retrieval import capabilities
 from convrag.studies.lic_rag import paths
-from convrag.studies.lic_rag.plan import CONDITIONS, role_model, simulate_jobs
+from convrag.studies.lic_rag.plan import CONDITIONS, job_settings, role_model, simulate_jobs
 
 KEY = paths.KEY
 CELL_ROLES = ("assistant", "user_simulator")
@@ -303,13 +303,16 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
         if twins:
             _note(notes, "a RECAP cell without its SHARDED twin: the twin is simulated (charged) but not written")
         work = defaultdict(Tokens)
+        # the model's own answer cap (assistant_by_model) grows its replies and every prompt holding them
+        lic_m = {**lic, "assistant": job_settings(lic, model)["assistant"]}
         for cond, pol in cells + twins:
             key = (cond, pol, "closed" if caps.closed_book else "open")
-            if key not in profiles:
-                profiles[key] = _profile(m, key, lic, 0.0 if caps.closed_book else delta, notes)
+            pkey = key + (lic_m["assistant"]["max_tokens"],)
+            if pkey not in profiles:
+                profiles[pkey] = _profile(m, key, lic_m, 0.0 if caps.closed_book else delta, notes)
             written = (cond, pol) in cells
             conversations += n if written else 0
-            for sc, p in profiles[key].items():
+            for sc, p in profiles[pkey].items():
                 work[(model, "assistant", sc)].add(p["assistant"], n)
                 if p["user_simulator"].requests:
                     work[(user, "user_simulator", sc)].add(p["user_simulator"], n)

@@ -193,6 +193,13 @@ class WorseLabels(Study):
 
         return wiring.accounting_files(config, layout)
 
+    def rehearsal_inputs(self, config, folder, questions=4, runs=2, seed=0):
+        from pathlib import Path
+
+        from convrag.studies.worse_labels.rehearsal import rehearsal_inputs
+
+        return rehearsal_inputs(config, Path(folder), questions, runs, seed)
+
     def plan(self, config):
         from convrag.studies.worse_labels.plan import model_jobs
 
