@@ -247,3 +247,27 @@ def test_judge_survival_by_hand():
     assert by.loc[AJ.EVERY, "n_survive"] == 1 and by.loc[AJ.EVERY, "surviving"] == "B:r1->r2"
     with pytest.raises(DataError, match="per_judge lacks column"):
         AJ.judge_survival(changed, per.drop(columns=["n_paired"]), ["J1"])
+
+
+# ---- the run's answer judges and auditor, against the published entries ------------------------
+
+
+def test_the_reproduction_context_names_answer_judges_and_auditor():
+    from convrag.config import load_config
+    from convrag.llm.registry import load_registry
+    from convrag.report.reproduction import load_published, published_path, requirement_failures
+    from convrag.studies import get_study
+
+    c = load_config(REPO_ROOT / "config" / "studies" / "worse_labels.yaml")
+    run = get_study("worse_labels").context(c)["reproduction"]
+    assert run["answer_judges"] == ["phi-4", "qwen3-8b"] and run["auditor"] == "worse-labels-auditor"
+    spec = load_registry()["worse-labels-auditor"]
+    assert spec.backend == "openai" and spec.api_key_env == "WORSE_LABELS_AUDITOR_API_KEY"
+    pub = {e.id: e for e in load_published(published_path("worse_labels"), "worse_labels").entries}
+    audit = pub["precision_no_gold_other.audit.hybrid"]
+    assert requirement_failures(audit.requires, run) == []
+    assert requirement_failures(audit.requires, {**run, "auditor": "gpt-4.1-mini"}) == [
+        "different auditor: the paper's worse-labels-auditor (this run: gpt-4.1-mini)"]
+    swap = pub["reader_false_misses.answer_judge_swap_within"]
+    assert requirement_failures(swap.requires, {**run, "answer_judges": ["phi-4"]}) == [
+        "different answer judges: the paper's qwen3-8b (this run: phi-4)"]

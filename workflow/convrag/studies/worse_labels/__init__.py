@@ -178,7 +178,7 @@ class WorseLabels(Study):
             "judges": list(w["judges"]["content"]), "primary_labeller": ctx["primary"],
             "panel": list(w["judges"]["panel"]), "audit": ctx["audit"], "top_k": w["top_k"],
             "partial_insufficient": w["partial_insufficient"],
-            "answer_judges": list(ctx["answer_judges"])}
+            "answer_judges": list(ctx["answer_judges"]), "auditor": w["judges"]["audit"]["model"]}
         return ctx
 
     def outputs(self, config, layout):
