@@ -33,6 +33,19 @@ def _walk_strings(obj: Any) -> Iterator[str]:
         yield obj
 
 
+def _url_mappings(obj: Any, where: str = "") -> Iterator[tuple[str, dict]]:
+    """(config key, mapping) of every mapping with a ``url`` string: a file pinned where it is named
+    (e.g. ``worse_labels.slices.<s>.ladder.<rung>.released``: {url, sha256})."""
+    if isinstance(obj, dict):
+        if isinstance(obj.get("url"), str) and obj["url"].startswith(("https://", "http://")):
+            yield where, obj
+        for k, v in obj.items():
+            yield from _url_mappings(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _url_mappings(v, f"{where}[{i}]")
+
+
 def _url_entry(key: str, url: str, sha256: str | None = None, git_blob: str | None = None) -> dict[str, Any]:
     m = GITHUB_RAW.match(url)
     if m:
@@ -117,7 +130,12 @@ def config_downloads(config: dict, registry: dict | None = None) -> list[dict[st
                         "sha256": (s.get("sha256") or {}).get(s[role])
                         or hf_dataset_sha256(s["repo_id"], s.get("revision"), s[role]),
                         "git_blob": None, "evidence": pin.get("evidence")})
-    for v in _walk_strings({k: v for k, v in config.items() if k not in ("benchmarks", "corpora")}):
+    rest = {k: v for k, v in config.items() if k not in ("benchmarks", "corpora")}
+    for where, f in _url_mappings(rest):  # {url, sha256 / git_blob} anywhere else (a study's pinned file)
+        if f["url"] not in seen_urls:
+            seen_urls.add(f["url"])
+            out.append(_url_entry(where, f["url"], f.get("sha256"), f.get("git_blob")))
+    for v in _walk_strings(rest):
         if v.startswith(("https://", "http://")) and v not in seen_urls:
             seen_urls.add(v)
             out.append(_url_entry(f"(a URL in the config) {v}", v))

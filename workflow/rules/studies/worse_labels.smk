@@ -14,6 +14,7 @@ WL_JUDGES = wl_wiring.content_judges(config)
 
 localrules:
     worse_labels,
+    worse_labels_released,
     worse_labels_fit,
     worse_labels_fuse,
     worse_labels_contexts,
@@ -99,20 +100,47 @@ rule worse_labels_expand:
     resources:
         mem_mb=16000,
         runtime=240,
-        gpu=lambda wc: gpu_resources(
-            wl_wiring.search_models(config, wc.slice, wc.rung)[0]
-        )["gpu"],
-        gpu_model=lambda wc: gpu_resources(
-            wl_wiring.search_models(config, wc.slice, wc.rung)[0]
-        ).get("gpu_model", ""),
+        gpu=lambda wc: sum(
+            gpu_resources(m)["gpu"]
+            for m in wl_wiring.search_models(config, wc.slice, wc.rung)
+        ),
+        gpu_model=lambda wc: "".join(
+            gpu_resources(m).get("gpu_model", "")
+            for m in wl_wiring.search_models(config, wc.slice, wc.rung)[:1]
+        ),
     params:
         args=lambda wc: wl_wiring.search_args(
             config, wc.slice, wc.rung, REGISTRY, CACHE
         ),
+        released=lambda wc, input: (
+            f"--released {input.released}" if "released" in input.keys() else ""
+        ),
     shell:
         "convrag worse-labels expand --tasks {input.tasks} --domain {wildcards.domain} --index-dir $(dirname {input.index})"
-        " --prompts {input.expand_prompts} {params.args} --threads {threads} --out-components {output.components}"
+        " --prompts {input.expand_prompts} {params.args} {params.released} --threads {threads} --out-components {output.components}"
         " --out-expansions {output.expansions} --accounting {output.accounting} 2> {log}"
+
+
+# An expansion rung's released expansions, downloaded and checked against the config's sha256
+# (released.url; a local released.path is read where it is).
+rule worse_labels_released:
+    output:
+        wl_paths.released(L, "{slice}", "{rung}", "{fmt}"),
+    log:
+        L.log("worse_labels/released/{slice}/{rung}.{fmt}.log"),
+    wildcard_constraints:
+        slice=alternatives(WL_SLICES),
+        rung=alternatives([x["rung"] for x in wl_wiring.released_rungs(config)] or ["-"]),
+        fmt="jsonl|json",
+    conda:
+        CONDA_ENVS["cpu"]
+    resources:
+        runtime=60,
+        mem_mb=4000,
+    params:
+        spec=lambda wc: wl_wiring.download_spec(config, wc.slice, wc.rung),
+    shell:
+        "convrag download --spec '{params.spec}' --out {output} 2> {log}"
 
 
 # The weights of an expansion or fuse rung: given, fitted on the slice's train turns, or equal.

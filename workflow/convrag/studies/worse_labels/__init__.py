@@ -105,15 +105,26 @@ class WorseLabels(Study):
                 rk = f"{at}.ladder.{rung}"
                 if rung in ("gold", "none", "control"):
                     raise ConfigError(f"{source}: {rk}: '{rung}' names a context set of its own; rename the rung")
-                need = {"query": ("retriever", "query"), "expansion": ("retriever", "expansions", "model"),
+                need = {"query": ("retriever", "query"),
+                        "expansion": ("retriever", "expansions", *(() if r.get("released") else ("model",))),
                         "fuse": ("rungs",)}[r["kind"]]
                 for k in need:
                     if k not in r:
                         raise ConfigError(f"{source}: {rk}: a rung of kind {r['kind']} needs '{k}'")
                 if "retriever" in r and r["retriever"] not in config["retrievers"]:
                     raise unknown_name(source, f"{rk}.retriever", r["retriever"], config["retrievers"])
-                if r["kind"] == "expansion" and r["model"] not in registry:
+                if r["kind"] == "expansion" and "model" in r and r["model"] not in registry:
                     raise unknown_name(source, f"{rk}.model", r["model"], registry)
+                rel = r.get("released")
+                if rel is not None:
+                    if r["kind"] != "expansion":
+                        raise ConfigError(f"{source}: {rk}.released: only an expansion rung reads released expansions")
+                    if (rel["path"] is None) == (rel["url"] is None):
+                        raise ConfigError(f"{source}: {rk}.released: give exactly one of 'path' (a local file) "
+                                          "and 'url' (a pinned download)")
+                    if rel["url"] is not None and rel["sha256"] is None:
+                        raise ConfigError(f"{source}: {rk}.released.sha256: a released-expansions URL must be "
+                                          "pinned by its sha256")
                 if r["kind"] == "fuse":  # any other rung (YAML writers may sort keys); cycles checked below
                     for j, c in enumerate(r["rungs"]):
                         if c == rung or c not in ladder:
@@ -178,7 +189,8 @@ class WorseLabels(Study):
             "judges": list(w["judges"]["content"]), "primary_labeller": ctx["primary"],
             "panel": list(w["judges"]["panel"]), "audit": ctx["audit"], "top_k": w["top_k"],
             "partial_insufficient": w["partial_insufficient"],
-            "answer_judges": list(ctx["answer_judges"]), "auditor": w["judges"]["audit"]["model"]}
+            "answer_judges": list(ctx["answer_judges"]), "auditor": w["judges"]["audit"]["model"],
+            "expansions": wiring.expansions_used(config, w["main"])}
         return ctx
 
     def outputs(self, config, layout):

@@ -34,25 +34,37 @@ def cmd_retrieve(a):
 
 
 def cmd_expand(a):
-    """An expansion rung's components: the LLM's expansions of every turn (one batched call), each
-    expansion kind's queries searched by the rung's retriever."""
+    """An expansion rung's components: the expansions of every turn, each expansion kind's queries
+    searched by the rung's retriever. ``--released FILE``: the paper's released expansions
+    (``released.py``; no model call); otherwise the LLM regenerates them (one batched call)."""
+    from convrag.errors import ConfigError
     from convrag.io import write_json
     from convrag.rag.jobs import Job
     from convrag.studies.worse_labels import ladder
     from convrag.studies.worse_labels.retrieve import search
 
+    if a.released is None and not (a.model and a.registry and a.cache):
+        raise ConfigError("worse-labels expand: give --released FILE, or --model, --registry and --cache to regenerate")
     with Job(a.registry, a.cache, a.threads) as job:
         tasks = _tasks(a.tasks, a.domain, a.answerability)
-        engine = job.engine(a.model, role="expander")
-        records = ladder.expand(tasks, engine, ladder.load_prompts(a.prompts), kinds=a.expansions,
-                                max_tokens=a.max_tokens)
+        if a.released is not None:
+            from convrag.studies.worse_labels.released import read_released, released_records
+
+            records = released_records(tasks, read_released(a.released, a.released_format), a.expansions,
+                                       where=a.released)
+        else:
+            engine = job.engine(a.model, role="expander")
+            records = [{**r, "source": f"regenerated:{a.model}"} for r in
+                       ladder.expand(tasks, engine, ladder.load_prompts(a.prompts), kinds=a.expansions,
+                                     max_tokens=a.max_tokens)]
         retriever = _retriever(a)
         by = {(r["task_id"], r["kind"]): r["query"] for r in records}
         components = {kind: search(retriever, tasks, [by[(t.task_id, kind)] for t in tasks], a.recall_k)[0]
                       for kind in a.expansions}
         job.write({a.out_expansions: records}, a.accounting,
                   first=[(a.out_components, lambda p: write_json(p, components))],
-                  tasks=len(tasks), fallbacks=sum(bool(r["fallback"]) for r in records))
+                  tasks=len(tasks), fallbacks=sum(bool(r["fallback"]) for r in records),
+                  expansions="released" if a.released is not None else f"regenerated:{a.model}")
 
 
 def _component_runs(components: list[str], runs: dict, names: list[str] | None = None) -> tuple[list[str], list[dict]]:
@@ -243,9 +255,13 @@ def add_cli(sub) -> None:
     s.add_argument("--expansions", nargs="+", required=True)
     s.add_argument("--prompts", required=True)
     s.add_argument("--max-tokens", type=int, default=128)
+    s.add_argument("--released", default=None, help="the released expansions file (no model call)")
+    s.add_argument("--released-format", default="jsonl", choices=["jsonl", "json"])
     for k in ("out-components", "out-expansions", "accounting"):
         s.add_argument(f"--{k}", required=True)
-    _common(s)
+    for k in ("model", "registry", "cache"):
+        s.add_argument(f"--{k}", default=None, help="regenerating: the expanding model, registry, LLM cache")
+    _common(s, model=False)
 
     for name, fn, help_ in (("fit", cmd_fit, "the fusion weights of one rung (given, fitted on train, or equal)"),
                             ("fuse", cmd_fuse, "an expansion or fuse rung's run from its components and weights")):

@@ -48,3 +48,8 @@ def labels(L: Layout, slice_: str, judge: str, ext: str = "jsonl") -> str:
 
 def audit(L: Layout, slice_: str, ext: str = "jsonl") -> str:
     return f"{root(L)}/audit/{slice_}.{ext}"
+
+
+def released(L: Layout, slice_: str, rung: str, fmt: str = "jsonl") -> str:
+    """An expansion rung's released expansions, downloaded (``released.url``)."""
+    return f"{root(L)}/released/{slice_}/{rung}.{fmt}"

@@ -113,7 +113,8 @@ def model_jobs(config: dict) -> list[dict]:
     """Every model-calling job (for sizing): expansions, readers, content judges, answer judge, audit."""
     wl = config["worse_labels"]
     jobs = [dict(stage="expand", role="expander", model=slices(config)[j["slice"]]["ladder"][j["rung"]]["model"], **j)
-            for j in rung_jobs(config) if j["kind"] == "expansion"]
+            for j in rung_jobs(config) if j["kind"] == "expansion"
+            and not slices(config)[j["slice"]]["ladder"][j["rung"]].get("released")]
     for name in slices(config):
         jobs += [dict(stage="read", role="reader", model=m, slice=name) for m in readers(config)]
         jobs += [dict(stage="label", role="judge", model=m, slice=name) for m in content_judges(config)]

@@ -49,7 +49,37 @@ def search_inputs(config: dict, L: Layout, prompts_dir: str, s: str, part: str, 
            "index": index(config, L, s, domain, x["retriever"])}
     if x["kind"] == "expansion":
         ins["expand_prompts"] = f"{prompts_dir}/worse_labels/expand.yaml"
+        if x.get("released"):
+            ins["released"] = released_file(config, L, s, r)
     return ins
+
+
+def released_file(config: dict, L: Layout, s: str, r: str) -> str | None:
+    """An expansion rung's released expansions: the user's file, or where the download lands."""
+    rel = rung(config, s, r).get("released")
+    if not rel:
+        return None
+    return rel["path"] or paths.released(L, s, r, rel["format"])
+
+
+def released_rungs(config: dict) -> list[dict]:
+    """(slice, rung, url, sha256, format) of every rung whose released expansions are downloaded."""
+    return [dict(slice=n, rung=r, **{k: x["released"][k] for k in ("url", "sha256", "format")})
+            for n, sp in slices(config).items() for r, x in sp["ladder"].items()
+            if x.get("released") and x["released"]["url"]]
+
+
+def download_spec(config: dict, s: str, r: str) -> str:
+    rel = rung(config, s, r)["released"]
+    return json.dumps({"url": rel["url"], "sha256": rel["sha256"]})
+
+
+def expansions_used(config: dict, s: str) -> str | list[str] | None:
+    """What the slice's expansion rungs read, for the reproduction table: ``released`` or
+    ``regenerated:<model>`` (one value when every expansion rung agrees; None without one)."""
+    used = sorted({"released" if x.get("released") else f"regenerated:{x['model']}"
+                   for x in _slice(config, s)["ladder"].values() if x["kind"] == "expansion"})
+    return used[0] if len(used) == 1 else (used or None)
 
 
 def search_args(config: dict, s: str, r: str, registry: str, cache: str) -> str:
@@ -62,14 +92,17 @@ def search_args(config: dict, s: str, r: str, registry: str, cache: str) -> str:
     if x["kind"] == "query":
         args.append(f"--query {x['query']}")
     else:
-        args.append(f"--expansions {' '.join(x['expansions'])} --model {x['model']} --max-tokens {x['max_tokens']}"
-                    f" --registry {registry} --cache {cache}")
+        args.append(f"--expansions {' '.join(x['expansions'])}")
+        if x.get("released"):  # no model call: the released texts
+            args.append(f"--released-format {x['released']['format']}")
+        else:
+            args.append(f"--model {x['model']} --max-tokens {x['max_tokens']} --registry {registry} --cache {cache}")
     return " ".join(a for a in args if a)
 
 
 def search_models(config: dict, s: str, r: str) -> list[str]:
     x = rung(config, s, r)
-    return [x["model"]] if x["kind"] == "expansion" else []
+    return [x["model"]] if x["kind"] == "expansion" and not x.get("released") else []
 
 
 def _component_inputs(config: dict, L: Layout, s: str, part: str, r: str, domains_: list[str]) -> dict:
