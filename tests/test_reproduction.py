@@ -280,9 +280,11 @@ def _reference_numbers(key: str) -> int:
 # added: numbers the paper states that the shared reference file lacks as values (lic_rag: §A.2's 11
 # distinct shard wordings in 15 runs; §4's 750 questions and 1.5 M conversations, in its header; mtrag_un:
 # the header's 666 tasks and 2,800 turns, §2's 8 turns per conversation and 75/25 stitching split, §3.2's
-# 468 retrieval questions; the earlier MTRAG's 8 BM25 retrieval numbers of its repository's README)
+# 468 retrieval questions; the earlier MTRAG's 8 BM25 retrieval numbers of its repository's README; worse_labels: the
+# paper's regeneration check .453 / .546, the BM25 rungs' 72-74% and the audit's 90 / 100% dialogue-tied,
+# the <= .03 shift under dialogue resampling, 17-30 contexts per cell, MTRAG's +.07-.10 AUROC gap)
 @pytest.mark.parametrize("key, unlisted, added", [("lic_rag", 0, 3), ("mtrag_un", 0, 14), ("coral", 0, 0),
-                                                  ("worse_labels", 0, 0)])
+                                                  ("worse_labels", 0, 11)])
 def test_every_published_number_has_a_row(key, unlisted, added):
     assert len(load_published(published_path(key), key).entries) == _reference_numbers(key) - unlisted + added
 
@@ -355,7 +357,7 @@ def _columns_of_code(key: str, tmp_path) -> dict[str, set[str]]:
                 "copies": set(LQ.COPIES_COLUMNS), "negative_control": set(LQ.NEGATIVE_CONTROL_COLUMNS),
                 "agreement": set(LQ.AGREEMENT_COLUMNS), "evidence": set(LQ.EVIDENCE_COLUMNS),
                 "figure3_auroc": set(AB.FIGURE3_COLUMNS), "contrast_2b_2c": set(AB.CONTRAST_COLUMNS),
-                "score_detectors": set(AB.SCORE_COLUMNS),
+                "score_detectors": set(AB.SCORE_COLUMNS), "table2_false_misses": set(AB.TABLE2_COLUMNS),
                 "answer_judges": set(AJ.ANSWER_JUDGES_COLUMNS), "judge_survival": set(AJ.SURVIVAL_COLUMNS),
                 "table3_mtrag": set(LQ.TABLE3_COLUMNS) | set(AB.AUROC_COLUMNS_COLUMNS),
                 "ladder_steps": set(FU.LADDER_STEPS_COLUMNS), "dialogue_tied": set(FU.DIALOGUE_TIED_COLUMNS),

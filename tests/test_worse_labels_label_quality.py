@@ -123,9 +123,10 @@ def test_figure2a_shares_ratio_and_macro_ndcg(data):
     assert r.ratio == pytest.approx(1.25) and r.share_partial == pytest.approx(1 / 8)
     # macro nDCG: d1 mean(.1..0.5) = .3, d2 mean(.6, .7, .8) = .7 -> .5 (the turn mean would be .45)
     assert r.ndcg10 == pytest.approx(0.5) and (r.n, r.n_unlabelled, r.n_contexts) == (8, 0, 8)
+    assert r.n_insufficient == 4  # t1, t2, t3, t6 judged "no" (§4.1's none counts)
     r2 = _one(out, slice="recor", rung="r2", labeller="j1")
     # t8 unparsable: 7 labelled; no gold t1, t2; "no" t1, t6
-    assert (r2.n, r2.n_unlabelled) == (7, 1)
+    assert (r2.n, r2.n_unlabelled, r2.n_insufficient) == (7, 1, 2)
     assert r2.share_no_gold == pytest.approx(2 / 7) and r2.ratio == pytest.approx(1.0)
     assert r2.ndcg10 == pytest.approx(0.7)
     # rung order follows the ladder; the audit's sample is the audited contexts only
@@ -140,6 +141,7 @@ def test_figure2a_partial_insufficient():
     out = lq.figure2a(make_contexts(), make_labels(), make_ctx(partial_insufficient=True))
     r = _one(out, slice="recor", rung="r1", labeller="j1")
     assert r.share_insufficient == pytest.approx(5 / 8) and r.ratio == pytest.approx(1.0)
+    assert r.n_insufficient == 5  # the partial context counts too
 
 
 # ---- Figure 2b ---------------------------------------------------------------------------------
