@@ -361,7 +361,8 @@ def _columns_of_code(key: str, tmp_path) -> dict[str, set[str]]:
                 "answer_judges": set(AJ.ANSWER_JUDGES_COLUMNS), "judge_survival": set(AJ.SURVIVAL_COLUMNS),
                 "table3_mtrag": set(LQ.TABLE3_COLUMNS) | set(AB.AUROC_COLUMNS_COLUMNS),
                 "ladder_steps": set(FU.LADDER_STEPS_COLUMNS), "dialogue_tied": set(FU.DIALOGUE_TIED_COLUMNS),
-                "false_miss_origin": set(FU.ORIGIN_COLUMNS), "changed_conclusions": set(FU.CHANGED_ALL_COLUMNS)}
+                "false_miss_origin": set(FU.ORIGIN_COLUMNS), "changed_conclusions": set(FU.CHANGED_ALL_COLUMNS),
+                "mtrag_human": set(FU.MTRAG_HUMAN_COLUMNS)}
     cfg = load_config(PAPER_CONFIGS[key])
     measures = cfg[key]["measures"]
     scores = pd.DataFrame([{"task_id": f"t{i}", "retriever": "r", "policy": "current", "domain": "d", "measure": m,

@@ -336,3 +336,63 @@ rule worse_labels_audit:
     shell:
         "convrag worse-labels audit --contexts {input.contexts} --items {input.ctx_items} {params.args}"
         " --threads {threads} --out {output.audit} --accounting {output.accounting} 2> {log}"
+
+
+# MTRAG's annotator feedback (worse_labels.human_feedback names a benchmark of kind
+# mtrag_conversations: its conversations.json and questions files, downloaded at the pinned
+# commit by download_file and checked against their git blob / sha256): one row per passage
+# shown, and the single passages the annotators judged, which the primary content judge then
+# labels one at a time (section 4.2; target mtrag_human; false_miss_origin's never seen).
+if wl_wiring.human_benchmark(config):
+    WL_HUMAN = wl_wiring.human_benchmark(config)
+
+    localrules:
+        worse_labels_human_feedback,
+
+    rule worse_labels_human_feedback:
+        input:
+            **{n: benchmark_raw(WL_HUMAN, n) for n in wl_wiring.human_raw_names(config)},
+        output:
+            feedback=wl_paths.human(L),
+            human_items=wl_paths.human(L, "items.jsonl"),
+        log:
+            L.log("worse_labels/human_feedback.log"),
+        conda:
+            CONDA_ENVS["cpu"]
+        resources:
+            mem_mb=4000,
+        params:
+            files=lambda wc, input: jarg(dict(input)),
+            domains=wl_wiring.human_domains(config),
+        shell:
+            "convrag worse-labels human-feedback --files {params.files} --domains {params.domains}"
+            " --out {output.feedback} --items {output.human_items} 2> {log}"
+
+    rule worse_labels_human_label:
+        input:
+            ctx_items=wl_paths.human(L, "items.jsonl"),
+            prompts=f"{PROMPTS}/worse_labels/content.yaml",
+        output:
+            labels=wl_paths.human_labels(L, "{judge}"),
+            accounting=wl_paths.human_labels(L, "{judge}", "accounting.json"),
+        log:
+            L.log("worse_labels/label_human/{judge}.log"),
+        wildcard_constraints:
+            judge=alternatives([wl_wiring.human_judge(config)]),
+        conda:
+            lambda wc: conda_env(models=[wc.judge])
+        threads: config["threads"]["simulate"]
+        resources:
+            mem_mb=16000,
+            runtime=240,
+            gpu=lambda wc: gpu_resources(wc.judge)["gpu"],
+            gpu_model=lambda wc: gpu_resources(wc.judge).get("gpu_model", ""),
+        params:
+            registry=REGISTRY,
+            cache=CACHE,
+            max_tokens=WL["judges"]["max_tokens"],
+        shell:
+            "convrag worse-labels label --items {input.ctx_items} --sets human --model {wildcards.judge}"
+            " --registry {params.registry} --cache {params.cache} --prompts-dir $(dirname $(dirname {input.prompts}))"
+            " --max-tokens {params.max_tokens} --threads {threads} --out {output.labels}"
+            " --accounting {output.accounting} 2> {log}"

@@ -78,6 +78,14 @@ class WorseLabels(Study):
         for k in ("main", "replication"):
             if w[k] is not None and w[k] not in w["slices"]:
                 raise unknown_name(source, f"{key}.{k}", w[k], w["slices"])
+        hf = w.get("human_feedback")
+        if hf is not None:
+            if hf not in config["benchmarks"]:
+                raise unknown_name(source, f"{key}.human_feedback", hf, config["benchmarks"])
+            if config["benchmarks"][hf]["kind"] != "mtrag_conversations":
+                raise ConfigError(f"{source}: {key}.human_feedback: benchmarks.{hf} is of kind "
+                                  f"{config['benchmarks'][hf]['kind']}; the annotator feedback is MTRAG's "
+                                  "conversations (kind mtrag_conversations)")
         check_metric_names([w["fit"]["measure"]], f"{key}.fit.measure", kind="retrieval")
         if abs(round(1 / w["fit"]["step"]) * w["fit"]["step"] - 1) > 1e-9:
             raise ConfigError(f"{source}: {key}.fit.step: 1 / step must be a whole number, got {w['fit']['step']}")
@@ -183,6 +191,7 @@ class WorseLabels(Study):
         ctx["reproduction"] = {
             "data": [benchmark_identity(config, main["benchmark"])],
             "replication_data": [benchmark_identity(config, rep["benchmark"])] if rep else [],
+            "human_data": [benchmark_identity(config, w["human_feedback"])] if w.get("human_feedback") else [],
             "retrievers": sorted({retriever_identity(config, r["retriever"]) for r in main["ladder"].values()
                                   if "retriever" in r}),
             "readers": list(ctx["readers"]), "table3_reader": ctx["readers"][0] if ctx["readers"] else None,

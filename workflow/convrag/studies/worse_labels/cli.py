@@ -224,6 +224,25 @@ def cmd_audit(a):
                   disagreements=sum(not r["agree"] for r in recs))
 
 
+def cmd_human_feedback(a):
+    """MTRAG's annotator feedback (one row per passage shown) and the single-passage items of the
+    passages the annotators judged, from a benchmark's raw files (``--files``: conversations.json
+    and the retrieval tasks' questions files, or a conversation_index_to_id.tsv, as the
+    mtrag_conversations benchmark kind names them)."""
+    from convrag.errors import ConfigError
+    from convrag.io import write_jsonl, write_parquet
+    from convrag.rag.jobs import write_outputs
+    from convrag.studies.worse_labels.followups import human_passages
+
+    files = dict(a.files or {})
+    if "conversations.json" not in files:
+        raise ConfigError(f"worse-labels human-feedback: --files lacks conversations.json (got {sorted(files)})")
+    qs = {n[: -len("_questions.jsonl")]: p for n, p in files.items() if n.endswith("_questions.jsonl")}
+    fb, items = human_passages(files["conversations.json"], qs or None, files.get("conversation_index_to_id.tsv"),
+                               a.domains)
+    write_outputs([(a.items, lambda p: write_jsonl(p, items)), (a.out, lambda p: write_parquet(fb, p))])
+
+
 def _common(s, model=True):
     if model:
         for k in ("model", "registry", "cache"):
@@ -320,6 +339,13 @@ def add_cli(sub) -> None:
             for k in ("registry", "cache"):
                 s.add_argument(f"--{k}", required=True)
             _common(s, model=False)
+
+    s = sub.add_parser("human-feedback", help="MTRAG's annotator feedback and its single-passage items")
+    s.set_defaults(fn=cmd_human_feedback)
+    s.add_argument("--files", type=json_arg, required=True, help="JSON {raw file name: path}")
+    s.add_argument("--domains", nargs="*", default=None, help="keep these domains (default: all)")
+    for k in ("out", "items"):
+        s.add_argument(f"--{k}", required=True)
 
     s = sub.add_parser("audit", help="the blind audit of a stratified sample of contexts")
     s.set_defaults(fn=cmd_audit)

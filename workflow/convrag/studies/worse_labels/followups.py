@@ -53,7 +53,7 @@ from convrag.studies.worse_labels.label_quality import (
 
 __all__ = ["CHANGED_ALL_COLUMNS", "DIALOGUE_TIED", "DIALOGUE_TIED_COLUMNS", "HUMAN_COLUMNS", "LADDER_STEPS_COLUMNS",
            "MTRAG_HUMAN_COLUMNS", "ORIGIN_COLUMNS", "ORIGINS", "changed_all", "dialogue_tied", "false_miss_origin",
-           "human_feedback", "ladder_steps", "mtrag_human"]
+           "human_feedback", "human_passages", "ladder_steps", "mtrag_human"]
 
 _NAN = float("nan")
 DIALOGUE_TIED = ("same_thread", "near_duplicate", "other_turn_gold", "other_chunk")
@@ -248,6 +248,47 @@ def human_feedback(conversations: str, questions: dict[str, str] | None = None,
                              "judgment": "unjudged" if r is None else ("relevant" if r else "rejected"),
                              "domain": dom})
     return pd.DataFrame(rows, columns=HUMAN_COLUMNS)
+
+
+HUMAN_SET = "human"
+
+
+def human_passages(conversations: str, questions: dict[str, str] | None = None, index_to_id_tsv: str | None = None,
+                   domains: list[str] | None = None) -> tuple[pd.DataFrame, list[dict]]:
+    """(``human_feedback`` of ``conversations``, the single-passage items a content judge labels).
+
+    Feedback rows outside ``domains`` (None: all) are dropped. One item per distinct (task,
+    passage) the annotators judged (``relevant`` or ``rejected``; unjudged passages are not
+    asked): the turn's question and history as ``convrag.data.mtrag.load_conversations`` gives
+    them and that one passage (its title line, then its text, as the conversation shows it), so
+    the judge sees each passage alone, as section 4.2 does. The item's ``context_id`` is
+    ``human|<task_id>|<doc_id>`` (the label rule's item id; ``mtrag_human`` reads the labels' task
+    id ``<task_id>|<doc_id>``); ``set`` is ``human``."""
+    from pathlib import Path
+
+    from convrag.data.mtrag import load_conversations
+
+    fb = human_feedback(conversations, questions, index_to_id_tsv)
+    if domains is not None:
+        fb = fb[fb["domain"].isin(list(domains))].reset_index(drop=True)
+    tasks, _ = load_conversations(conversations, None if questions else index_to_id_tsv,
+                                  questions=questions or None, contexts="shown")
+    by_task = {t.task_id: t for t in tasks}
+    items = []
+    judged = fb[fb["judgment"].isin(["relevant", "rejected"])].drop_duplicates(["task_id", "doc_id"])
+    for r in judged.itertuples():
+        t = by_task.get(r.task_id)
+        shown = {c["doc_id"]: c for c in (t.contexts if t is not None else [])}
+        if r.doc_id not in shown:
+            raise DataError(f"{Path(conversations)}: passage '{r.doc_id}' judged at task {r.task_id} is not among "
+                            "the passages that turn shows (conversation and feedback disagree)")
+        c = shown[r.doc_id]
+        text = f"{c['title']}\n{c['text']}" if c.get("title") else c["text"]
+        items.append(dict(context_id=f"{HUMAN_SET}|{r.task_id}|{r.doc_id}", slice=HUMAN_SET, set=HUMAN_SET,
+                          task_id=f"{r.task_id}|{r.doc_id}", question=t.question, history=t.history,
+                          passages=[text], reference=(t.reference_answers or [""])[0], judgment=r.judgment,
+                          conversation_id=r.conversation_id, domain=r.domain))
+    return fb, items
 
 
 def mtrag_human(feedback: pd.DataFrame, labels: pd.DataFrame, ctx: dict) -> pd.DataFrame:

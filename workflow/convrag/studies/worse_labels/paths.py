@@ -53,3 +53,14 @@ def audit(L: Layout, slice_: str, ext: str = "jsonl") -> str:
 def released(L: Layout, slice_: str, rung: str, fmt: str = "jsonl") -> str:
     """An expansion rung's released expansions, downloaded (``released.url``)."""
     return f"{root(L)}/released/{slice_}/{rung}.{fmt}"
+
+
+def human(L: Layout, ext: str = "parquet") -> str:
+    """MTRAG's annotator feedback (``parquet``: ``followups.human_feedback``) and the single
+    passages the annotators judged (``items.jsonl``), for ``human_feedback`` / ``mtrag_human``."""
+    return f"{root(L)}/human/feedback.{ext}"
+
+
+def human_labels(L: Layout, judge: str, ext: str = "jsonl") -> str:
+    """The content judge's labels of the single human-judged passages (and ``accounting.json``)."""
+    return f"{root(L)}/human/labels/{judge}.{ext}"

@@ -104,6 +104,21 @@ def primary(config: dict) -> str:
     return j["primary"] or j["content"][0]
 
 
+def human_benchmark(config: dict) -> str | None:
+    """The benchmark (kind mtrag_conversations) whose annotator feedback the study reads, or None."""
+    return config["worse_labels"].get("human_feedback")
+
+
+def human_judge(config: dict) -> str | None:
+    """The content judge of MTRAG's single human-judged passages (section 4.2: the primary
+    labeller): the primary when it is a content judge, else the first content judge; None when
+    the study reads no feedback."""
+    if not human_benchmark(config):
+        return None
+    p = config["worse_labels"]["judges"]["primary"]
+    return p if p in content_judges(config) else config["worse_labels"]["judges"]["content"][0]
+
+
 def sets(config: dict, slice_: str) -> list[str]:
     s = slices(config)[slice_]
     return [*s["ladder"], "gold", "none", *(["control"] if s.get("control") else [])]
@@ -122,4 +137,6 @@ def model_jobs(config: dict) -> list[dict]:
                  for m in readers(config) for a in answer_judges(config)]
         if wl["judges"]["audit"]["model"]:
             jobs.append(dict(stage="audit", role="judge", model=wl["judges"]["audit"]["model"], slice=name))
+    if human_judge(config):
+        jobs.append(dict(stage="label_human", role="judge", model=human_judge(config), benchmark=human_benchmark(config)))
     return jobs

@@ -95,6 +95,37 @@ def _verdict(item_id: str, judge: str, value) -> dict:
             "parsed": value is not None}
 
 
+def _human(config: dict, L, corpus: tuple, rng) -> None:
+    """MTRAG's annotator feedback on the replication slice's synthetic dialogues (per turn: its gold
+    document accepted, a document of another dialogue rejected, a same-dialogue document shown
+    unjudged; the domain's other documents never shown) and the human judge's verdicts on each
+    accepted or rejected passage alone (mostly yes on accepted, mostly no on rejected)."""
+    import pandas as pd
+
+    from convrag.studies.worse_labels import paths
+    from convrag.studies.worse_labels.followups import HUMAN_COLUMNS, HUMAN_SET
+    from convrag.studies.worse_labels.plan import human_judge
+
+    tasks, texts = corpus
+    rows = []
+    for t in tasks:
+        d, conv = t.labels["domain"], t.conversation_id
+        other = sorted(x for x in texts if x.startswith(f"{d}-") and not x.startswith(f"{conv}_"))
+        shown = [(next(iter(t.gold_docs)), "relevant"), (str(rng.choice(other)), "rejected"),
+                 (f"{conv}_doc_{TURNS + t.turn}", "unjudged")]
+        rows += [dict(conversation_id=conv, turn=t.turn, task_id=t.task_id, doc_id=doc, judgment=j, domain=d)
+                 for doc, j in shown]
+    fb = pd.DataFrame(rows, columns=HUMAN_COLUMNS)
+    write_parquet(fb, paths.human(L))
+    judge = human_judge(config)
+    verdicts = []
+    for r in fb[fb["judgment"] != "unjudged"].drop_duplicates(["task_id", "doc_id"]).itertuples():
+        lab = str(rng.choice(LABELS, p=[0.6, 0.2, 0.2] if r.judgment == "relevant" else [0.1, 0.2, 0.7]))
+        verdicts.append(_verdict(f"{HUMAN_SET}|{r.task_id}|{r.doc_id}", judge,
+                                 {"label": lab, "support": [] if lab == "no" else [1]}))
+    write_jsonl(paths.human_labels(L, judge), verdicts)
+
+
 def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int = 2, seed: int = 0) -> dict:
     """Write the synthetic inputs under ``folder`` at the paths the study's artifacts name; returns
     the artifacts (input name -> path(s)) the targets read. ``runs`` is unused (one run per cell:
@@ -102,7 +133,7 @@ def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int =
     from convrag.layout import Layout
     from convrag.studies.worse_labels import judges, paths, wiring
     from convrag.studies.worse_labels.contexts import build_contexts
-    from convrag.studies.worse_labels.plan import content_judges, readers, sets, slices
+    from convrag.studies.worse_labels.plan import content_judges, human_judge, readers, sets, slices
 
     folder = Path(folder)
     rng = np.random.default_rng(seed)
@@ -110,7 +141,7 @@ def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int =
     arts = wiring.artifacts(config, L)
     w = config["worse_labels"]
     answer = wiring.answer_models(config)
-    contexts = {}
+    contexts, corpora = {}, {}
     for s in slices(config):
         tasks = _tasks(config, s, questions)
         texts = _corpus(tasks, rng)
@@ -119,6 +150,7 @@ def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int =
         write_parquet(df, paths.contexts(L, s))
         write_jsonl(paths.contexts(L, s, "items.jsonl"), items)
         contexts[s] = df
+        corpora[s] = (tasks, texts)
         gold_in = dict(zip(df["context_id"], ~df["no_gold"].astype(bool)))
         n_docs = dict(zip(df["context_id"], df["doc_ids"].map(len)))
         labelled = [c for c in df["context_id"] if c.split("|", 1)[0] in set(sets(config, s)) - {"none"}]
@@ -157,5 +189,7 @@ def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int =
         write_json(paths.weights(L, j["slice"], j["rung"]),
                    {"weights": list(given or [1.0 / len(names)] * len(names)), "components": names,
                     "source": "given" if given else "rehearsal (equal)"})
+    if human_judge(config):
+        _human(config, L, corpora[w["replication"] or w["main"]], rng)
     # the gold-in-corpus checks are the real corpora's (a caption note): none here
     return {k: ([] if k == "gold" else v) for k, v in arts.items() if v is not None}

@@ -276,6 +276,34 @@ def _false_miss_origin(inputs, ctx):
     return per_slice(lambda c, lab, cx: followups.false_miss_origin(c, lab, cx, fb), _frames(inputs, ctx), ctx)
 
 
+def load_human_labels(inputs) -> pd.DataFrame:
+    """The content judge's labels of MTRAG's single human-judged passages (``human_labels``): one
+    row per item, task_id ``<task_id>|<doc_id>``, set ``human``, label None when unparsable."""
+    from convrag.errors import DataError
+    from convrag.io import read_jsonl
+
+    rows = []
+    for p in _paths(inputs.get("human_labels")):
+        for v in read_jsonl(p):
+            set_, task = _split(v["item_id"])
+            if set_ != "human":
+                raise DataError(f"{p}: item {v['item_id']} is not a human-judged passage (set {set_})")
+            val = v["value"] if isinstance(v["value"], dict) else {}
+            rows.append(dict(slice="human", task_id=task, set=set_, labeller=v["judge_model"], label=val.get("label"),
+                             support=list(val.get("support") or [])))
+    return pd.DataFrame(rows, columns=LABEL_COLUMNS)
+
+
+def _mtrag_human(inputs, ctx):
+    """Section 4.2: the content judge's "yes" share on the single passages MTRAG's annotators
+    accepted and rejected (``followups.mtrag_human``)."""
+    from convrag.studies.worse_labels import followups
+
+    fb = [pd.read_parquet(p) for p in _paths(inputs.get("human_feedback"))]
+    fb = pd.concat(fb, ignore_index=True) if fb else pd.DataFrame(columns=followups.HUMAN_COLUMNS)
+    return followups.mtrag_human(fb, load_human_labels(inputs), ctx)
+
+
 def _changed_all(inputs, ctx):
     from convrag.studies.worse_labels import followups
 
@@ -289,7 +317,8 @@ def _followup_targets():
     base = ("gold", "contexts", "labels", "audit")
     return [Target("ladder_steps", "table", _followup("ladder_steps"), inputs=base),
             Target("dialogue_tied", "table", _followup("dialogue_tied"), inputs=base),
-            Target("false_miss_origin", "table", _false_miss_origin, inputs=base),
+            Target("false_miss_origin", "table", _false_miss_origin, inputs=(*base, "human_feedback")),
+            Target("mtrag_human", "table", _mtrag_human, inputs=("human_feedback", "human_labels")),
             Target("changed_conclusions", "table", _changed_all, inputs=(*base, "reads"))]
 
 

@@ -8,8 +8,9 @@ from convrag.data.benchmarks import corpus_id
 from convrag.data.gold import gold_files
 from convrag.layout import Layout
 from convrag.studies.worse_labels import paths
-from convrag.studies.worse_labels.plan import (answer_judges, content_judges, fitted_rungs, part_benchmark, parts,
-                                               primary, readers, rung_jobs, sets, slice_domains, slices)
+from convrag.studies.worse_labels.plan import (answer_judges, content_judges, fitted_rungs, human_benchmark,
+                                               human_judge, part_benchmark, parts, primary, readers, rung_jobs, sets,
+                                               slice_domains, slices)
 
 
 def _slice(config, s):
@@ -181,6 +182,21 @@ def label_sets(config: dict, s: str) -> str:
     return " ".join(x for x in sets(config, s) if x != "none")
 
 
+def human_raw_names(config: dict) -> list[str]:
+    """The raw files of the feedback benchmark that the human-feedback rule reads (its task inputs:
+    conversations.json and the questions files, or the index tsv; no corpus)."""
+    from convrag.data.benchmarks import benchmark_loader
+
+    spec = config["benchmarks"][human_benchmark(config)]
+    return list(benchmark_loader(spec["kind"]).task_inputs(spec))
+
+
+def human_domains(config: dict) -> str:
+    from convrag.studies.worse_labels.plan import domains
+
+    return " ".join(domains(config, human_benchmark(config)))
+
+
 def audited(config: dict) -> list[str]:
     w = config["worse_labels"]
     return [w["main"]] if w["judges"]["audit"]["model"] else []
@@ -217,6 +233,7 @@ def model_outputs(config: dict, L: Layout, ext: str = "jsonl") -> list[str]:
         out += [paths.labels(L, s, j, ext) for j in content_judges(config)]
         if answer_judges(config):
             out += [paths.correctness(L, s, m, ext) for m in readers(config)]
+    out += [paths.human_labels(L, human_judge(config), ext)] if human_judge(config) else []
     return out + [paths.audit(L, s, ext) for s in audited(config)]
 
 
@@ -240,6 +257,9 @@ def artifacts(config: dict, L: Layout) -> dict:
             # optional inputs: an empty list, not None (None would drop every target that reads them)
             "audit": [paths.audit(L, s) for s in audited(config)],
             "weights": [paths.weights(L, j["slice"], j["rung"]) for j in fitted_rungs(config)],
+            # MTRAG's annotator feedback: optional for false_miss_origin ([] when off), needed by mtrag_human
+            "human_feedback": [paths.human(L)] if human_benchmark(config) else [],
+            "human_labels": [paths.human_labels(L, human_judge(config))] if human_judge(config) else None,
             # the gold-in-corpus checks of the evaluated domains (their counts go into the captions)
             "gold": [p for s in slice_names(config)
                      for p in gold_files(config, L, slices(config)[s]["benchmark"], slice_domains(config, s))]}
