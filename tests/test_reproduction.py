@@ -574,3 +574,20 @@ def test_own_prompt_wording_per_role():
     assert requirement_failures({"prompts": ["generation", "idk"]}, {"prompts": have}) == [
         "own prompt wording (generation)"]
     assert requirement_failures({"prompts": "supplied"}, {"prompts": "own"}) == ["own prompt wording"]
+
+
+def test_sum_and_count_total_the_selected_rows(tmp_path):
+    """agg count: the rows 'where' selects; agg sum: their values, True/False counted 1/0 after
+    the CSV round trip and an empty cell 0; lists and intervals are refused for a total."""
+    from convrag.report.reproduction import Ours, _ours, lookup
+
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"family": ["a", "a", "b", "b"], "changed": [True, False, True, None],
+                  "n": [1.0, 2.0, 3.0, float("nan")]}).to_csv(path, index=False)
+    tables = {"t": str(path)}
+    assert lookup(Ours("t", "changed", {}, agg="count"), tables)[0]["ours"] == 4
+    assert lookup(Ours("t", "changed", {}, agg="sum"), tables)[0]["ours"] == 2
+    assert lookup(Ours("t", "changed", {"family": "b"}, agg="sum"), tables)[0]["ours"] == 1
+    assert lookup(Ours("t", "n", {"family": "a"}, agg="sum", scale=10), tables)[0]["ours"] == 30
+    with pytest.raises(DataError, match="totals every row"):
+        _ours({"target": "t", "value": "n", "where": {"family": ["a", "b"]}, "agg": "sum"}, "x")

@@ -56,7 +56,7 @@ _FILE_KEYS = {"study", "requires", "unreleased", "entries"}
 _ENTRY_KEYS = {"id", "source", "what", "value", "ci", "scale", "kind", "tolerance", "ours", "reason", "requires",
                "unavailable"}
 _OURS_KEYS = {"target", "where", "value", "low", "high", "scale", "agg"}
-AGGS = ("min", "max", "mean")  # a published range (or mean) over named rows
+AGGS = ("min", "max", "mean", "sum", "count")  # a published range (or mean) over named rows; a total over rows
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,9 @@ class Ours:
     """Where our number is: one row of a target's CSV (``where``: column -> value), its value
     column, its 95% interval columns when the target has them, and the factor that puts it on
     the published scale (e.g. 100 for F1 0-1 against points; -1 where the paper takes the
-    difference the other way round). With ``agg`` (min, max or mean), ``where`` may list several
+    difference the other way round). With ``agg`` sum or count, our number is the total of the value
+    column (or the number of rows) over every row ``where`` selects (a count of comparisons). With
+    ``agg`` (min, max or mean), ``where`` may list several
     values of one column and our number is the lowest, highest or mean (on the published scale) of
     the rows it selects: the paper states a range over named retrievers or LLMs, or a mean over
     named models; every listed value must have a row."""
@@ -146,7 +148,10 @@ def _ours(raw: dict, where: str) -> Ours:
     lists = [k for k in lists if isinstance(sel[k], list)]
     if not isinstance(sel, dict) or any(isinstance(v, dict) for v in sel.values()) or (lists and agg is None):
         raise DataError(f"{where}: ours.where must map columns to single values (a list needs ours.agg)")
-    if agg is not None and (len(lists) != 1 or raw.get("low") is not None):
+    if agg in ("sum", "count"):
+        if lists or raw.get("low") is not None:
+            raise DataError(f"{where}: ours.agg {agg} totals every row 'where' selects: single values only, no interval")
+    elif agg is not None and (len(lists) != 1 or raw.get("low") is not None):
         raise DataError(f"{where}: ours.agg takes one listed column in 'where' (the named rows) and no interval columns")
     if (raw.get("low") is None) != (raw.get("high") is None):
         raise DataError(f"{where}: ours needs both 'low' and 'high' interval columns, or neither")
@@ -429,6 +434,17 @@ def lookup(ours: Ours, tables: dict[str, str], cache: dict | None = None) -> tup
     rows = df if mask is None else df[mask.to_numpy()]
     if len(rows) == 0:
         return None, f"no row of {ours.target} has {_where_text(ours.where)} in this grid"
+    if ours.agg in ("sum", "count"):  # a total over every selected row (a count of comparisons, of changes)
+        if ours.agg == "count":
+            return {"ours": float(len(rows)) * ours.scale, "low": None, "high": None}, None
+        # booleans (True / False after a CSV round trip) count 1 / 0; an empty cell (an undefined
+        # comparison) counts 0
+        def one(v):
+            if isinstance(v, bool) or str(v) in ("True", "False"):
+                return float(str(v) == "True")
+            return _num(v) or 0.0
+
+        return {"ours": sum(one(v) for v in rows[ours.value]) * ours.scale, "low": None, "high": None}, None
     if ours.agg is not None:  # a range over named rows: each must be there, once
         col = next(c for c, v in ours.where.items() if isinstance(v, list))
         names = [str(v) for v in ours.where[col]]
