@@ -224,7 +224,9 @@ use rule lic_rag_simulate as lic_rag_simulate_closed_book with:
 rule lic_rag_score:
     input:
         conversations=lic_wiring.conversation_files(config, L),
-        questions=[f for d in LIC["datasets"] for f in lic_wiring.question_files(config, L, d)],
+        questions=[
+            f for d in LIC["datasets"] for f in lic_wiring.question_files(config, L, d)
+        ],
     output:
         conversations=lic_paths.scores(L, "conversations.parquet"),
         turns=lic_paths.scores(L, "turns.parquet"),

@@ -9,7 +9,9 @@ from convrag.data.benchmarks import corpus_id as mtrag_corpus_id
 from convrag.studies.mtrag_un.analyses import SCORE_LABELS as mtrag_score_labels
 
 MTRAG = config["mtrag_un"]
-MTRAG_RUNS = mtrag_wiring.retrieve_names(config)  # Table 2's runs and the mtrag_retrieval target's
+MTRAG_RUNS = mtrag_wiring.retrieve_names(
+    config
+)  # Table 2's runs and the mtrag_retrieval target's
 
 
 localrules:

@@ -130,7 +130,9 @@ rule worse_labels_released:
         L.log("worse_labels/released/{slice}/{rung}.{fmt}.log"),
     wildcard_constraints:
         slice=alternatives(WL_SLICES),
-        rung=alternatives([x["rung"] for x in wl_wiring.released_rungs(config)] or ["-"]),
+        rung=alternatives(
+            [x["rung"] for x in wl_wiring.released_rungs(config)] or ["-"]
+        ),
         fmt="jsonl|json",
     conda:
         CONDA_ENVS["cpu"]
