@@ -137,13 +137,17 @@ class Study:
 
         return read_caption(self, name)
 
+    def built_targets(self, config: dict, layout) -> list[str]:
+        """The targets this config builds: all but those reading an artifact it does not make
+        (a target switched off by config, e.g. a paper-only analysis)."""
+        absent = {k for k, v in self.artifacts(config, layout).items() if v is None}
+        return [name for name, t in self.all_targets().items()
+                if not (name == "accounting" and not self.accounting_files(config, layout))
+                and not absent.intersection(t.inputs)]
+
     def final_files(self, config: dict, layout) -> list[str]:
         """Everything ``rule all`` asks of this study."""
-        files, absent = [], {k for k, v in self.artifacts(config, layout).items() if v is None}
-        for name, t in self.all_targets().items():
-            if name == "accounting" and not self.accounting_files(config, layout):
-                continue
-            if absent.intersection(t.inputs):  # reads an artifact this config does not make
-                continue
-            files += layout.target_files(self.key, name, t.kind)
+        targets = self.all_targets()
+        files = [f for name in self.built_targets(config, layout)
+                 for f in layout.target_files(self.key, name, targets[name].kind)]
         return files + self.outputs(config, layout)
