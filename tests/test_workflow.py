@@ -212,10 +212,13 @@ def test_mtrag_un_builds_every_target_but_the_human_correlation(grid):
     assert set(t4.setting) == {"reference", "rag"} and (t4.tasks == 14).all()  # 2 domains x 7 turns
     assert t4[["RB_alg", "RB_llm"]].stack().between(0, 1).all()
     for label, values in (("answerability", {"ANSWERABLE", "PARTIAL", "UNANSWERABLE", "UNDERSPECIFIED"}),
-                          ("domain", {"alpha", "beta"})):
+                          ("domain", {"alpha", "beta", "others (mean)"})):
         fig = pd.read_csv(grid / MT_OUT / f"figures/figure3{'a' if label == 'answerability' else 'c'}_by_"
                                           f"{label}.csv")
         assert set(fig[label]) == values and fig.value.between(0, 1).all()
+    # Figure 3c's comparison bar: the plain mean of the domains other than Banking and Telco
+    bars = fig.pivot_table(index=["model", "metric", "setting"], columns="domain", values="value")
+    assert (bars["others (mean)"] - (bars["alpha"] + bars["beta"]) / 2).abs().max() < 1e-12
     # every scored task has every judge's verdict recorded (parsed or not)
     scores = pd.read_parquet(grid / MT_OUT / "evaluation/mini_mtrag/smollm2-135m/rag/alpha.parquet")
     verdicts = _read_jsonl(grid / MT_OUT / "evaluation/mini_mtrag/smollm2-135m/rag/alpha.verdicts.jsonl")
