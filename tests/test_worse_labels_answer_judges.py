@@ -5,33 +5,23 @@ conclusions that survive under each judge), on hand-made inputs worked by hand."
 
 from __future__ import annotations
 
-import copy
 import json
 import types
 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
-from convrag.config import REPO_ROOT, validate_config
+from convrag.config import REPO_ROOT
 from convrag.errors import ConfigError, DataError
 from convrag.studies.worse_labels import answer_judges as AJ
 from convrag.studies.worse_labels import plan, wiring
 from convrag.studies.worse_labels.targets import load_correctness, load_reads
+from worse_labels_helpers import base_config as _config, checked as _check
 
-TEST_CONFIG = REPO_ROOT / "config" / "tests" / "worse_labels.yaml"
 A, U = "ANSWERABLE", "UNANSWERABLE"
 
 
-def _config():
-    cfg = yaml.safe_load(TEST_CONFIG.read_text())
-    cfg["retrievers"] = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())["retrievers"]
-    return cfg
-
-
-def _check(cfg):
-    return validate_config(copy.deepcopy(cfg), source="cfg.yaml")
 
 
 # ---- the config -------------------------------------------------------------------------------

@@ -5,17 +5,16 @@ and the reproduction key that says which expansions a run used."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
-import yaml
 
-from convrag.config import REPO_ROOT, load_config, validate_config
+from convrag.config import REPO_ROOT, load_config
 from convrag.errors import ConfigError, DataError
 from convrag.records import TurnTask
 from convrag.studies.worse_labels import plan, wiring
 from convrag.studies.worse_labels.released import read_released, released_records
+from worse_labels_helpers import base_config as _config, checked as _check
 
 HIST = "Q: What is a hydrofoil?\nA: A wing under the hull that lifts the boat."
 
@@ -91,17 +90,8 @@ def test_missing_task_ids_and_bad_records_are_clear_errors(tmp_path):
         read_released(tmp_path / "nope.jsonl")
 
 
-TEST_CONFIG = REPO_ROOT / "config" / "tests" / "worse_labels.yaml"
 
 
-def _config():
-    cfg = yaml.safe_load(TEST_CONFIG.read_text())
-    cfg["retrievers"] = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())["retrievers"]
-    return cfg
-
-
-def _check(cfg):
-    return validate_config(copy.deepcopy(cfg), source="cfg.yaml")
 
 
 def test_released_config_wiring_and_reproduction_key(tmp_path):

@@ -5,33 +5,21 @@ world label) against hand-computed values."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
-from convrag.config import REPO_ROOT, validate_config
 from convrag.errors import ConfigError, DataError
 from convrag.records import TurnTask
 from convrag.studies.worse_labels import plan
 from convrag.studies.worse_labels.contexts import build_contexts, page_key
 from convrag.studies.worse_labels.retrieve import query_text
-
-TEST_CONFIG = REPO_ROOT / "config" / "tests" / "worse_labels.yaml"
-
-
-def _config():
-    """The test config over the default's retrievers (as Snakemake merges them)."""
-    cfg = yaml.safe_load(TEST_CONFIG.read_text())
-    cfg["retrievers"] = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())["retrievers"]
-    return cfg
+from worse_labels_helpers import base_config as _config, checked as _check
 
 
-def _check(cfg):
-    return validate_config(copy.deepcopy(cfg), source="cfg.yaml")
+
 
 
 def test_the_test_config_is_valid_and_plans_its_jobs():
