@@ -17,18 +17,14 @@ from convrag.rag.retrieve import query_states
 from convrag.retrieval import build_index, load_retriever
 from convrag.studies.worse_labels.retrieve import query_text
 
+from mtrag_helpers import local_retrieval_spec
+
 DOMS = ("clapnq", "cloud", "fiqa", "govt")
 COUNTS = {"clapnq": 208, "cloud": 188, "fiqa": 180, "govt": 201}
 
 
 def _spec(shared, tags="keep", domains=DOMS):
-    files = {}
-    for d in domains:
-        for k in ("lastturn", "rewrite", "questions"):
-            files[f"{d}_{k}.jsonl"] = {"local": str(shared / "mtrag_retrieval" / f"{d}_{k}.jsonl")}
-        files[f"qrels_{d}.tsv"] = {"local": str(shared / "mtrag_retrieval" / f"qrels_{d}.tsv")}
-        files[f"corpus_{d}.jsonl.zip"] = {"local": str(shared / "mtrag" / "corpus_sample" / f"{d}.jsonl")}
-    return {"kind": "mtrag_retrieval", "domains": list(domains), "tags": tags, "files": files}
+    return local_retrieval_spec(shared, domains, tags=tags)
 
 
 def _files(spec):

@@ -11,6 +11,8 @@ import json
 
 import pytest
 
+from mtrag_helpers import local_retrieval_spec
+
 DOMS = ("fiqa", "govt")
 COUNTS = {"fiqa": 180, "govt": 201}
 POLICIES = ("current", "rewrite", "history")
@@ -18,13 +20,7 @@ MEASURES = {"R@5": "recall_5", "R@10": "recall_10", "nDCG@5": "ndcg_cut_5", "nDC
 
 
 def _spec(shared):
-    files = {}
-    for d in DOMS:
-        for k in ("lastturn", "rewrite", "questions"):
-            files[f"{d}_{k}.jsonl"] = {"local": str(shared / "mtrag_retrieval" / f"{d}_{k}.jsonl")}
-        files[f"qrels_{d}.tsv"] = {"local": str(shared / "mtrag_retrieval" / f"qrels_{d}.tsv")}
-        files[f"corpus_{d}.jsonl.zip"] = {"local": str(shared / "mtrag" / "corpus_sample" / f"{d}.jsonl")}
-    return {"kind": "mtrag_retrieval", "domains": list(DOMS), "files": files, "allow_missing_gold": True}
+    return local_retrieval_spec(shared, DOMS, allow_missing_gold=True)
 
 
 def _official_qrels(path):

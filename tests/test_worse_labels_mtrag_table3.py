@@ -15,6 +15,8 @@ import pytest
 
 from convrag.config import REPO_ROOT, load_config
 
+from mtrag_helpers import local_retrieval_spec
+
 DOMS = ("clapnq", "cloud", "fiqa", "govt")
 COUNTS = {"clapnq": 208, "cloud": 188, "fiqa": 180, "govt": 201}
 SHIPPED = {"questions": "questions", "turn": "lastturn", "rewrite": "rewrite"}  # query mode -> shipped file
@@ -48,13 +50,7 @@ def test_the_paper_config_has_table3s_five_rungs():
 
 
 def _spec(shared):
-    files = {}
-    for d in DOMS:
-        for k in ("lastturn", "rewrite", "questions"):
-            files[f"{d}_{k}.jsonl"] = {"local": str(shared / "mtrag_retrieval" / f"{d}_{k}.jsonl")}
-        files[f"qrels_{d}.tsv"] = {"local": str(shared / "mtrag_retrieval" / f"qrels_{d}.tsv")}
-        files[f"corpus_{d}.jsonl.zip"] = {"local": str(shared / "mtrag" / "corpus_sample" / f"{d}.jsonl")}
-    return {"kind": "mtrag_retrieval", "domains": list(DOMS), "files": files, "allow_missing_gold": True}
+    return local_retrieval_spec(shared, DOMS, allow_missing_gold=True)
 
 
 def _qrels(path):

@@ -1,0 +1,17 @@
+"""A benchmark spec of kind mtrag_retrieval over the shared MTRAG samples (local files, read by path)."""
+
+from __future__ import annotations
+
+ALL_DOMAINS = ("clapnq", "cloud", "fiqa", "govt")
+
+
+def local_retrieval_spec(shared, domains=ALL_DOMAINS, **extra) -> dict:
+    """MTRAG's retrieval tasks, qrels and the sample corpus of ``domains`` from ``../shared/data``;
+    ``extra``: more keys of the benchmark spec (``tags``, ``allow_missing_gold``)."""
+    files = {}
+    for d in domains:
+        for k in ("lastturn", "rewrite", "questions"):
+            files[f"{d}_{k}.jsonl"] = {"local": str(shared / "mtrag_retrieval" / f"{d}_{k}.jsonl")}
+        files[f"qrels_{d}.tsv"] = {"local": str(shared / "mtrag_retrieval" / f"qrels_{d}.tsv")}
+        files[f"corpus_{d}.jsonl.zip"] = {"local": str(shared / "mtrag" / "corpus_sample" / f"{d}.jsonl")}
+    return {"kind": "mtrag_retrieval", "domains": list(domains), **extra, "files": files}
