@@ -15,12 +15,17 @@ from convrag.studies import get_study
 from convrag.studies.lic_rag.plan import simulate_cells
 
 
+def _rehearsed(key: str, tmp_path_factory, **size):
+    """(paper config, study, folder, target -> CSV) of the study's paper grid rehearsed."""
+    cfg = load_config(REPO_ROOT / "config" / "studies" / f"{key}.yaml")
+    study = get_study(key)
+    out = tmp_path_factory.mktemp(f"rehearsal_{key}")
+    return cfg, study, out, rehearse(study, cfg, out, n_resamples=20, **size)
+
+
 @pytest.fixture(scope="module")
 def lic_rag_rehearsal(tmp_path_factory):
-    cfg = load_config(REPO_ROOT / "config" / "studies" / "lic_rag.yaml")
-    study = get_study("lic_rag")
-    out = tmp_path_factory.mktemp("rehearsal")
-    return cfg, study, out, rehearse(study, cfg, out, questions=2, runs=2, n_resamples=20)
+    return _rehearsed("lic_rag", tmp_path_factory, questions=2, runs=2)
 
 
 def test_the_lic_rag_paper_grid_rehearses_at_full_shape(lic_rag_rehearsal):
@@ -93,10 +98,7 @@ def test_the_paper_config_is_the_papers_grid_size(lic_rag_rehearsal):
 
 @pytest.fixture(scope="module")
 def mtrag_un_rehearsal(tmp_path_factory):
-    cfg = load_config(REPO_ROOT / "config" / "studies" / "mtrag_un.yaml")
-    study = get_study("mtrag_un")
-    out = tmp_path_factory.mktemp("rehearsal_mtrag_un")
-    return cfg, study, out, rehearse(study, cfg, out, questions=1, runs=2, n_resamples=20)
+    return _rehearsed("mtrag_un", tmp_path_factory, questions=1, runs=2)
 
 
 def test_the_mtrag_un_paper_grid_rehearses_at_full_shape(mtrag_un_rehearsal):
@@ -165,10 +167,7 @@ def test_the_mtrag_un_plan_accounts_for_every_published_number(mtrag_un_rehearsa
 
 @pytest.fixture(scope="module")
 def worse_labels_rehearsal(tmp_path_factory):
-    cfg = load_config(REPO_ROOT / "config" / "studies" / "worse_labels.yaml")
-    study = get_study("worse_labels")
-    out = tmp_path_factory.mktemp("rehearsal_worse_labels")
-    return cfg, study, out, rehearse(study, cfg, out, questions=2, n_resamples=20)
+    return _rehearsed("worse_labels", tmp_path_factory, questions=2)
 
 
 def test_the_worse_labels_paper_grid_rehearses_at_full_shape(worse_labels_rehearsal):
