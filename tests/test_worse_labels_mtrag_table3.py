@@ -15,7 +15,7 @@ import pytest
 
 from convrag.config import REPO_ROOT, load_config
 
-from mtrag_helpers import local_retrieval_spec
+from mtrag_helpers import build_target, local_retrieval_spec
 
 DOMS = ("clapnq", "cloud", "fiqa", "govt")
 COUNTS = {"clapnq": 208, "cloud": 188, "fiqa": 180, "govt": 201}
@@ -74,13 +74,9 @@ def _run(path):
 @pytest.mark.workflow
 @pytest.mark.realdata
 def test_table3_rungs_on_the_shared_mtrag_retrieval_files_equal_pytrec_eval(shared_data, tmp_path):
-    import os
-    import subprocess
-    import sys
 
     import pandas as pd
     import pytrec_eval
-    import yaml
 
     paper = _paper_ladder()
     ladder = {}
@@ -97,14 +93,8 @@ def test_table3_rungs_on_the_shared_mtrag_retrieval_files_equal_pytrec_eval(shar
                             "main": "mtrag", "replication": "mtrag", "top_k": 5, "readers": {"models": [judge]},
                             "judges": {"content": [judge], "primary": judge, "answer": {"model": judge},
                                        "audit": {"model": None}}}}
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))  # the ladder keeps its order
     table = "results/worse_labels/tables/ladder_retrieval.csv"
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--snakefile",
-                           str(REPO_ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile",
-                           str(tmp_path / "config.yaml"), "--", table],
-                          capture_output=True, text=True, env=env, timeout=1200)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    build_target(tmp_path, cfg, table, timeout=1200)  # the config written in key order (a ladder keeps its order)
     got = pd.read_csv(tmp_path / table).set_index("rung")
     assert list(got.index) == list(paper["ladder"]) and (got.turns == sum(COUNTS.values())).all()  # 777
     assert got.loc["hybrid", "weights"] == "rewrite_bm25=0.50 dense=0.50"
