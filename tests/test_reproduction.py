@@ -554,8 +554,8 @@ def test_a_range_over_named_rows_and_an_unavailable_entry(tmp_path):
     base = {"id": "x", "source": "§B.1", "what": "w", "value": 1.0, "scale": "ratio", "kind": "estimate"}
     with pytest.raises(DataError, match="a list needs ours.agg"):
         _entry({**base, "ours": {"target": "f5", "value": "recovery", "where": {"retriever": ["a", "b"]}}}, 0, "p", {})
-    with pytest.raises(DataError, match="ours.agg must be one of min, max, mean"):
-        _entry({**base, "ours": {"target": "f5", "value": "recovery", "where": {"retriever": ["a"]}, "agg": "sum"}}, 0, "p", {})
+    with pytest.raises(DataError, match="ours.agg must be one of min, max, mean, sum, count, not 'median'"):
+        _entry({**base, "ours": {"target": "f5", "value": "recovery", "where": {"retriever": ["a"]}, "agg": "median"}}, 0, "p", {})
     e = _entry({**base, "ours": None, "unavailable": "the paper does not name them"}, 0, "p", {})
     assert e.unavailable and e.reason == "the paper does not name them"
     with pytest.raises(DataError, match="'unavailable'"):
