@@ -14,7 +14,7 @@ import pytest
 from convrag.config import REPO_ROOT, load_config
 from convrag.errors import ConfigError, DataError
 from convrag.records import Passage, Question, ShardSet, TurnTask
-from convrag.studies.cross import deliver, plan, score, targets
+from convrag.studies.cross import deliver, plan, score, targets, wiring
 from convrag.studies.cross.tasks import multihop_tasks
 
 
@@ -105,6 +105,9 @@ def test_retrieval_and_answer_rows_match_hand_computed_values():
     ans = pd.DataFrame(score.answer_rows(recs, tasks, ["f1", "em"])).set_index("metric")["value"]
     # "Paris France" vs "Paris": precision 1/2, recall 1 -> F1 2/3; EM 0
     assert ans["f1"] == pytest.approx(2 / 3) and ans["em"] == 0.0 and ans["answered"] == 1.0
+    # a benchmark's own metric (MTRAG's ROUGE-L): LCS 1 of 2 predicted and 1 reference tokens -> 2/3
+    assert pd.DataFrame(score.answer_rows(recs, tasks, ["rougeL"])).set_index("metric")["value"]["rougeL"] == \
+        pytest.approx(2 / 3)
     assert set(pd.DataFrame(score.answer_rows(recs, tasks, ["f1"]))["item_id"]) == {"q1"}
 
 
@@ -200,8 +203,12 @@ def test_default_slice_and_its_errors(tmp_path):
 
     cfg = load_config(REPO_ROOT / "config" / "config.yaml")
     jobs = plan.answer_jobs(cfg)
-    # (mini_mtrag, mini_recor) x 2 retrievers x 2 policies recorded + miniworld x 2 x 2 x 2 deliveries
-    assert len(jobs) == 16 and sum(j["delivery"] == "sharded" for j in jobs) == 4
+    # mini_recor x 2 retrievers x 2 policies recorded + miniworld x 2 x 2 x 2 deliveries
+    assert len(jobs) == 12 and sum(j["delivery"] == "sharded" for j in jobs) == 4
+    # mini_mtrag is left out of the default slice but keeps its own metric for a run that adds it
+    assert "--metrics f1 rougeL" in wiring.score_args({**cfg, "cross": {**cfg["cross"], "benchmarks": [
+        "mini_mtrag", "mini_recor"]}}, "mini_mtrag", "prompts") and "rougeL" not in wiring.score_args(
+        cfg, "mini_recor", "prompts")
     # the test slice, as `--configfile config/tests/cross.yaml` reads it (the whole config)
     raw = yaml.safe_load((REPO_ROOT / "config" / "tests" / "cross.yaml").read_text())
     for key, value, message in [("multihop", ["mini_recor"], "'cross.multihop': 'mini_recor' is also in cross.benchmarks"),
