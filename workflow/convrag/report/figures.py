@@ -20,18 +20,51 @@ from convrag.io import atomic_path
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["save_figure", "grouped_bars", "stacked_bars", "lines", "scatter", "empty_figure"]
+__all__ = ["save_figure", "grouped_bars", "stacked_bars", "lines", "scatter", "empty_figure", "placeholder",
+           "placeholder_of", "PLACEHOLDER_KEY"]
+
+# PNG text key of a placeholder figure: its value is "<kind>: <reason>", so a reader (and
+# tests/test_figures.py) can tell a placeholder from a plot and check the reason against the data
+PLACEHOLDER_KEY = "convrag-placeholder"
 
 
-def save_figure(fig: Figure, stem: str | os.PathLike) -> tuple[Path, Path]:
-    """Write ``<stem>.png`` and ``<stem>.pdf`` atomically; return their paths."""
+def save_figure(fig: Figure, stem: str | os.PathLike, note: str | None = None) -> tuple[Path, Path]:
+    """Write ``<stem>.png`` and ``<stem>.pdf`` atomically; return their paths. ``note`` goes
+    into the PNG's text chunk under PLACEHOLDER_KEY (placeholders only)."""
     stem = Path(stem)
     png, pdf = stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".pdf")
     with atomic_path(png) as tmp:
-        fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight")
+        fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight",
+                    metadata={PLACEHOLDER_KEY: note} if note else None)
     with atomic_path(pdf) as tmp:
-        fig.savefig(tmp, format="pdf", bbox_inches="tight", metadata={"CreationDate": None, "ModDate": None})
+        fig.savefig(tmp, format="pdf", bbox_inches="tight", metadata={"CreationDate": None, "ModDate": None,
+                                                                     **({"Subject": note} if note else {})})
     return png, pdf
+
+
+def placeholder(stem, kind: str, reason: str) -> str:
+    """A figure that says why nothing is plotted, marked as a placeholder of ``kind`` (e.g.
+    ``no_rows``, ``no_positive_gap``) so that the reason can be checked against the data;
+    returns the reason (for the caption)."""
+    import textwrap
+
+    fig = _figure(figsize=(6, 1.8))
+    fig.text(0.5, 0.5, "\n".join(textwrap.wrap(f"Nothing plotted: {reason}", 70)), ha="center", va="center",
+             fontsize=9)
+    save_figure(fig, stem, note=f"{kind}: {reason}")
+    return reason
+
+
+def placeholder_of(png) -> tuple[str, str] | None:
+    """(kind, reason) of a placeholder PNG written by ``placeholder``; None for a plot."""
+    from PIL import Image
+
+    with Image.open(png) as im:
+        note = im.text.get(PLACEHOLDER_KEY)
+    if not note:
+        return None
+    kind, _, reason = note.partition(": ")
+    return kind, reason
 
 
 def _ordered(values, preferred=()) -> list:
@@ -49,10 +82,22 @@ def _figure(**kw) -> Figure:
     return fig
 
 
-def _canvas(n_panels: int, width_per: float, height: float = 3.6):
-    fig = _figure(figsize=(max(4.0, width_per) * n_panels, height), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(1, n_panels, sharey=True, squeeze=False)[0])
-    return fig, axes
+def _canvas(n_panels: int, width_per: float, height: float = 3.6, max_cols: int = 3):
+    """Panels in rows of at most ``max_cols`` (a wide figure is unreadable at any zoom), each
+    at most 9 inches wide; unused cells hidden. Returns the figure and the used axes."""
+    ncol = 2 if n_panels == 4 else min(n_panels, max_cols)
+    nrow = -(-n_panels // ncol)
+    width = min(9.0, max(4.0, width_per))
+    fig = _figure(figsize=(width * ncol, height * nrow), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nrow, ncol, sharey=True, squeeze=False).ravel())
+    for ax in axes[n_panels:]:
+        ax.set_visible(False)
+    return fig, axes[:n_panels]
+
+
+def _first_column(axes, n_cols: int = 3):
+    ncol = 2 if len(axes) == 4 else min(len(axes), n_cols)
+    return [ax for i, ax in enumerate(axes) if i % ncol == 0]
 
 
 def _need(df: pd.DataFrame, cols, name: str) -> None:
@@ -69,17 +114,20 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
     value of ``panel``; missing cells stay empty, a cell whose value is NaN (undefined, e.g. a
     ratio without a denominator) is marked "n/a" and a value of exactly 0 is marked "0", so
     neither looks like a missing bar; a cell with several rows (several models, say) shows their
-    mean. ``hue_order`` puts those hues first."""
+    mean. ``hue_order`` puts those hues first. Each panel's x axis has only the ``x`` values of
+    that panel, in the order they first appear in it (a study's ladder or paper order)."""
     _need(df, [c for c in (x, hue, y, lo, hi, panel) if c], "grouped_bars")
     df = df.copy()
     panel = panel or "_panel"
     if panel not in df:
         df[panel] = "all"
-    panels, xs, hues = _ordered(df[panel]), _ordered(df[x]), _ordered(df[hue], hue_order)
-    fig, axes = _canvas(len(panels), 1.0 + 1.2 * len(xs))
+    panels, hues = _ordered(df[panel]), _ordered(df[hue], hue_order)
+    xs_of = {pv: _ordered(df.loc[df[panel] == pv, x]) for pv in panels}
+    fig, axes = _canvas(len(panels), 1.0 + (0.5 + 0.35 * len(hues)) * max(map(len, xs_of.values())))
     width = 0.8 / len(hues)
-    pos = np.arange(len(xs))
     for ax, pv in zip(axes, panels):
+        xs = xs_of[pv]
+        pos = np.arange(len(xs))
         sub = df[df[panel] == pv].groupby([x, hue])[[c for c in (y, lo, hi) if c]].mean()
         for j, h in enumerate(hues):
             cells = sub.reindex([(v, h) for v in xs])
@@ -92,8 +140,11 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
             ax.bar(at, np.nan_to_num(mean), width, yerr=err, capsize=2, color=f"C{j}", label=str(h))
             present = np.array([(v, h) in sub.index for v in xs])
             for k in np.flatnonzero(present & (np.isnan(mean) | (mean == 0))):
-                ax.annotate("n/a" if np.isnan(mean[k]) else "0", (at[k], 0), xytext=(0, 2), textcoords="offset points",
-                            ha="center", va="bottom", fontsize=6, rotation=90, color="dimgrey")
+                if mean[k] == 0:  # a measured zero: a thick stub in the hue's colour, unlike a missing bar
+                    ax.hlines(0, at[k] - width / 2, at[k] + width / 2, color=f"C{j}", lw=4)
+                ax.annotate("n/a" if np.isnan(mean[k]) else "0", (at[k], 0), xytext=(0, 3), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=7, rotation=90 if np.isnan(mean[k]) else 0,
+                            color="black")
         ax.set_title(str(pv))
         tilt = len(xs) > 4 or len(xs) * max(len(str(v)) for v in xs) > 40  # labels that would overlap
         ax.set_xticks(pos, [str(v) for v in xs], rotation=30 if tilt else 0, ha="right" if tilt else "center")
@@ -102,7 +153,8 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
             ax.set_ylim(*ylim)
         ax.axhline(0, color="black", lw=0.6)
         ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylabel(ylabel or y)
+    for ax in _first_column(axes):
+        ax.set_ylabel(ylabel or y)
     fig.legend(*axes[0].get_legend_handles_labels(), title=hue, fontsize="small", loc="outside right upper")
     return save_figure(fig, stem)
 
@@ -129,34 +181,72 @@ def stacked_bars(df: pd.DataFrame, stem, *, x: str, parts: list[str], panel: str
         ax.set_title(str(pv))
         ax.set_xticks(pos, labels, rotation=45, ha="right")
         ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylabel(ylabel)
+    for ax in _first_column(axes):
+        ax.set_ylabel(ylabel)
     fig.legend(*axes[0].get_legend_handles_labels(), fontsize="small", loc="outside right upper")
     return save_figure(fig, stem)
 
 
+LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def line_styles(df: pd.DataFrame, group: list[str]) -> dict[tuple, dict]:
+    """A distinct look per ``group`` combination: colour from the first column's values, line
+    style from the second's, marker from the third's (so 30 lines of 5 x 3 x 2 stay apart); with
+    one column, colour and marker both cycle."""
+    levels = [_ordered(sorted(df[c].astype(str).unique())) for c in group]
+    out = {}
+    for key in df[group].astype(str).drop_duplicates().itertuples(index=False):
+        ix = [levels[i].index(k) for i, k in enumerate(key)]
+        out[tuple(key)] = {"color": f"C{ix[0] % 10}",
+                           "ls": LINESTYLES[ix[1] % len(LINESTYLES)] if len(ix) > 1 else "-",
+                           "marker": MARKERS[(ix[2] if len(ix) > 2 else ix[0] // 10) % len(MARKERS)]}
+    return out
+
+
 def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: str | None = None,
-          ylabel: str = "", ylim=None, style_col: str | None = None) -> tuple[Path, Path]:
-    """One line of ``y`` over ``x`` per ``group`` combination, one panel per ``panel``."""
-    _need(df, [x, y, *group] + ([panel] if panel else []), "lines")
+          ylabel: str = "", ylim=None, n: str | None = None) -> tuple[Path, Path]:
+    """One line of ``y`` over ``x`` per ``group`` combination (``line_styles``), one panel per
+    ``panel``. An integer ``x`` gets integer ticks; ``n`` (a count column) puts the range of n
+    at each x under its tick, for means over a population that changes along x."""
+    _need(df, [x, y, *group] + [c for c in (panel, n) if c], "lines")
     df = df.copy()
     panel = panel or "_panel"
     if panel not in df:
         df[panel] = "all"
     panels = _ordered(df[panel])
+    styles = line_styles(df, group)
     fig, axes = _canvas(len(panels), 4.5)
+    integer_x = pd.api.types.is_integer_dtype(df[x])
     for ax, pv in zip(axes, panels):
         sub = df[df[panel] == pv]
-        for j, (key, g) in enumerate(sub.groupby(group, sort=True)):
-            key = key if isinstance(key, tuple) else (key,)
+        for key, g in sub.groupby(group, sort=True):
+            key = tuple(map(str, key if isinstance(key, tuple) else (key,)))
             g = g.sort_values(x)
-            ax.plot(g[x], g[y], marker="o", ms=3, color=f"C{j % 10}", label=" / ".join(map(str, key)))
+            ax.plot(g[x], g[y], ms=4, lw=1.2, label=" / ".join(key), **styles[key])
         ax.set_title(str(pv))
-        ax.set_xlabel(x)
+        ax.set_xlabel(x + (" (under each tick: n, min-max over the lines)" if n else ""))
+        if integer_x:
+            ticks = sorted(sub[x].unique())
+            labels = [str(t) for t in ticks]
+            if n:
+                rng = sub.groupby(x)[n].agg(["min", "max"])
+                labels = [f"{t}\nn={rng.at[t, 'min']}" + (f"-{rng.at[t, 'max']}" if rng.at[t, "max"] != rng.at[t, "min"]
+                                                           else "") for t in ticks]
+            ax.set_xticks(ticks, labels)
         if ylim:
             ax.set_ylim(*ylim)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel(ylabel or y)
-    fig.legend(*axes[0].get_legend_handles_labels(), fontsize="x-small", loc="outside right upper")
+    for ax in _first_column(axes):
+        ax.set_ylabel(ylabel or y)
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes[1:]:  # a line only some panels have still gets its legend entry
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, title=" / ".join(group), fontsize="x-small", loc="outside right upper")
     return save_figure(fig, stem)
 
 
@@ -183,7 +273,8 @@ def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None,
         ax.grid(alpha=0.3)
         if p is not None:
             ax.set_title(f"{panel} = {p}", fontsize="small")
-    axes[0].set_ylabel(ylabel or y)
+    for ax in _first_column(axes):
+        ax.set_ylabel(ylabel or y)
     if label:
         fig.legend(list(handles.values()), list(handles), fontsize="x-small", loc="outside right upper")
     return save_figure(fig, stem)

@@ -55,7 +55,8 @@ def read_caption(study, name: str) -> str:
 def build_target(study, name: str, inputs: dict, context: dict, out_stem: str) -> None:
     """Write one named table (CSV + Markdown) or figure (PNG + PDF, plus its data as CSV +
     Markdown). A target with nothing to show (e.g. no RECAP cells in the grid) still writes
-    its files, with a caption that says why, so every target of a grid exists."""
+    its files, with a caption that says why, so every target of a grid exists; a figure whose
+    rows show nothing (``plot`` returns the reason of its ``figures.placeholder``) says why too."""
     from convrag.report import figures
     from convrag.report.tables import write_table
 
@@ -73,10 +74,12 @@ def build_target(study, name: str, inputs: dict, context: dict, out_stem: str) -
     df = t.build(inputs, context)
     if t.kind == "figure":
         if df.empty:
-            figures.save_figure(figures.empty_figure(f"{name}: nothing to plot in this grid"), out_stem)
-            text += " (Nothing to plot: the grid has no cells this analysis needs.)"
-        else:
-            t.plot(df, out_stem)
+            reason = figures.placeholder(out_stem, "no_rows", "the grid has no cells this analysis needs "
+                                                              "(the figure's data has no rows)")
+        else:  # a plot function may draw a placeholder itself and return its reason
+            reason = t.plot(df, out_stem)
+        if isinstance(reason, str):
+            text += f" (Placeholder: {reason}.)"
     elif df.empty:
         text += " (Empty: the grid has no cells this analysis needs.)"
     write_table(df, out_stem, caption=text)
