@@ -187,6 +187,19 @@ def test_recall_by_turn():
     assert r.loc[1, "cum_recall"] == 0.25 and r.loc[2, "cum_recall"] == 0.75
 
 
+def test_recall_by_turn_carries_ended_conversations():
+    # c1 ends at turn 1 with cumulative recall 1.0; c2 goes on to 0.0 then 0.5. Over the ones
+    # reaching a turn, the mean would fall 0.5 -> 0.0; over both, c1 carried: 0.5, 0.5, 0.75.
+    turns = pd.DataFrame({"dataset": "d", "retriever": "bm25", "condition": "SHARDED", "policy": "history",
+                          "conv_id": ["c1", "c2", "c2", "c2"], "turn": [1, 1, 2, 3],
+                          "recall@5": [1.0, 0.0, 0.0, 0.5], "cum_recall": [1.0, 0.0, 0.0, 0.5]})
+    r = L.recall_by_turn(turns).set_index("turn")
+    assert r["n"].tolist() == [2, 1, 1] and r["n_all"].tolist() == [2, 2, 2]
+    assert r["recall@5"].tolist() == [0.5, 0.0, 0.5]
+    assert r["cum_recall"].tolist() == [0.5, 0.5, 0.75]
+    assert r["cum_recall"].is_monotonic_increasing
+
+
 def test_retrieval_cost_per_retrieval_and_per_conversation():
     # PoG: two conversations of 2 and 1 turns with 6, 4 and 5 calls; ToG-2: one of 2 turns, 4 + 4 calls
     turns = pd.DataFrame({

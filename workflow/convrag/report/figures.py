@@ -85,7 +85,7 @@ def _figure(**kw) -> Figure:
 def _canvas(n_panels: int, width_per: float, height: float = 3.6, max_cols: int = 3):
     """Panels in rows of at most ``max_cols`` (a wide figure is unreadable at any zoom), each
     at most 9 inches wide; unused cells hidden. Returns the figure and the used axes."""
-    ncol = 2 if n_panels == 4 else min(n_panels, max_cols)
+    ncol = 2 if n_panels == 4 and max_cols == 3 else min(n_panels, max_cols)
     nrow = -(-n_panels // ncol)
     width = min(9.0, max(4.0, width_per))
     fig = _figure(figsize=(width * ncol, height * nrow), layout="constrained")
@@ -96,7 +96,7 @@ def _canvas(n_panels: int, width_per: float, height: float = 3.6, max_cols: int 
 
 
 def _first_column(axes, n_cols: int = 3):
-    ncol = 2 if len(axes) == 4 else min(len(axes), n_cols)
+    ncol = 2 if len(axes) == 4 and n_cols == 3 else min(len(axes), n_cols)
     return [ax for i, ax in enumerate(axes) if i % ncol == 0]
 
 
@@ -193,23 +193,25 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 def line_styles(df: pd.DataFrame, group: list[str]) -> dict[tuple, dict]:
     """A distinct look per ``group`` combination: colour from the first column's values, line
-    style from the second's, marker from the third's (so 30 lines of 5 x 3 x 2 stay apart); with
-    one column, colour and marker both cycle."""
+    style from the second's, marker from the third's (the second's with two columns), so 30 lines
+    of 5 x 3 x 2 stay apart; with one column, colour and marker both cycle."""
     levels = [_ordered(sorted(df[c].astype(str).unique())) for c in group]
     out = {}
     for key in df[group].astype(str).drop_duplicates().itertuples(index=False):
         ix = [levels[i].index(k) for i, k in enumerate(key)]
         out[tuple(key)] = {"color": f"C{ix[0] % 10}",
                            "ls": LINESTYLES[ix[1] % len(LINESTYLES)] if len(ix) > 1 else "-",
-                           "marker": MARKERS[(ix[2] if len(ix) > 2 else ix[0] // 10) % len(MARKERS)]}
+                           "marker": MARKERS[(ix[2] if len(ix) > 2 else ix[1] if len(ix) > 1 else ix[0] // 10)
+                                             % len(MARKERS)]}
     return out
 
 
 def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: str | None = None,
-          ylabel: str = "", ylim=None, n: str | None = None) -> tuple[Path, Path]:
+          ylabel: str = "", ylim=None, n: str | None = None, max_cols: int = 3) -> tuple[Path, Path]:
     """One line of ``y`` over ``x`` per ``group`` combination (``line_styles``), one panel per
     ``panel``. An integer ``x`` gets integer ticks; ``n`` (a count column) puts the range of n
-    at each x under its tick, for means over a population that changes along x."""
+    at each x under its tick, for means over a population that changes along x. Panels wrap at
+    ``max_cols`` per row."""
     _need(df, [x, y, *group] + [c for c in (panel, n) if c], "lines")
     df = df.copy()
     panel = panel or "_panel"
@@ -217,7 +219,7 @@ def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: st
         df[panel] = "all"
     panels = _ordered(df[panel])
     styles = line_styles(df, group)
-    fig, axes = _canvas(len(panels), 4.5)
+    fig, axes = _canvas(len(panels), 4.5 if max_cols <= 3 else 3.4, max_cols=max_cols)
     integer_x = pd.api.types.is_integer_dtype(df[x])
     for ax, pv in zip(axes, panels):
         sub = df[df[panel] == pv]
@@ -225,8 +227,8 @@ def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: st
             key = tuple(map(str, key if isinstance(key, tuple) else (key,)))
             g = g.sort_values(x)
             ax.plot(g[x], g[y], ms=4, lw=1.2, label=" / ".join(key), **styles[key])
-        ax.set_title(str(pv))
-        ax.set_xlabel(x + (" (under each tick: n, min-max over the lines)" if n else ""))
+        ax.set_title(str(pv), fontsize="medium")
+        ax.set_xlabel(x + (" (n below)" if n else ""))
         if integer_x:
             ticks = sorted(sub[x].unique())
             labels = [str(t) for t in ticks]
@@ -238,7 +240,7 @@ def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: st
         if ylim:
             ax.set_ylim(*ylim)
         ax.grid(alpha=0.3)
-    for ax in _first_column(axes):
+    for ax in _first_column(axes, max_cols):
         ax.set_ylabel(ylabel or y)
     handles, labels = axes[0].get_legend_handles_labels()
     for ax in axes[1:]:  # a line only some panels have still gets its legend entry

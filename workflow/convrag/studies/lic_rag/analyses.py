@@ -615,13 +615,25 @@ def closed_book_retention(scores: pd.DataFrame, closed_retrievers: list[str],
 # ---- recall by turn ------------------------------------------------------------------------------
 
 def recall_by_turn(turns: pd.DataFrame) -> pd.DataFrame:
+    """Per cell and turn: ``n`` conversations that reach the turn and their mean Recall@k at it
+    (a changing population: fewer conversations reach later turns); and the cumulative recall
+    of the supporting passages over a fixed population, ``n_all`` conversations, each carried at
+    its last value after its last turn (it retrieves nothing more), so the curve never falls
+    because short conversations drop out."""
     rcol = next((c for c in turns.columns if c.startswith("recall@")), None)
     t = turns.dropna(subset=["cum_recall"]) if rcol else turns.iloc[0:0]
     if t.empty:
         return pd.DataFrame()
-    return (t.groupby(["dataset", "retriever", "condition", "policy", "turn"], sort=True)
-            .agg(n=("conv_id", "size"), recall=(rcol, "mean"), cum_recall=("cum_recall", "mean"))
-            .reset_index().rename(columns={"recall": rcol}))
+    keys = ["dataset", "retriever", "condition", "policy"]
+    per_turn = (t.groupby([*keys, "turn"], sort=True)
+                .agg(n=("conv_id", "size"), recall=(rcol, "mean")).reset_index().rename(columns={"recall": rcol}))
+    rows = []
+    for key, g in t.groupby(keys, sort=True):
+        wide = g.pivot(index="conv_id", columns="turn", values="cum_recall").sort_index(axis=1).ffill(axis=1)
+        for turn in wide.columns:
+            rows.append({**dict(zip(keys, key)), "turn": turn, "n_all": int(wide[turn].notna().sum()),
+                         "cum_recall": float(wide[turn].mean())})
+    return per_turn.merge(pd.DataFrame(rows), on=[*keys, "turn"], how="left")
 
 
 def recall_summary(scores: pd.DataFrame, closed_retrievers: list[str], boot: dict) -> pd.DataFrame:

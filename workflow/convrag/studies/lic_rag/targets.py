@@ -38,11 +38,22 @@ def _fig_delivery(df, stem):
 
 
 def _fig_recall(df, stem):
+    """One column per retriever (and dataset): the top row Recall@k at each turn over the
+    conversations reaching it, the bottom row cumulative recall over all conversations (ended
+    ones carried at their last value); n under each tick; colour per condition, style per policy."""
     from convrag.report import figures
 
     df = df[df.condition.isin(MULTI_TURN)]
-    figures.lines(df, stem, x="turn", y="cum_recall", group=["retriever", "condition", "policy"], panel="dataset",
-                  ylabel="cumulative recall of supporting passages", ylim=(0, 1.05))
+    if df.empty:
+        return figures.placeholder(stem, "no_rows", "the grid has no multi-turn (SHARDED, RECAP, SNOWBALL) "
+                                                    "conversation with retrieval")
+    rcol = next(c for c in df.columns if c.startswith("recall@"))
+    col = df.retriever if df.dataset.nunique() == 1 else df.dataset + " / " + df.retriever
+    d = pd.concat([df.assign(panel=col + f": {rcol} at the turn", y=df[rcol], count=df["n"]),
+                   df.assign(panel=col + ": cumulative", y=df["cum_recall"], count=df["n_all"])], ignore_index=True)
+    d["turn"] = d["turn"].astype(int)
+    figures.lines(d, stem, x="turn", y="y", group=["condition", "policy"], panel="panel", max_cols=col.nunique(),
+                  ylabel="recall of the supporting passages", ylim=(0, 1.05), n="count")
 
 
 def _fig_decomposition(df, stem):
