@@ -14,7 +14,6 @@ from convrag.config import REPO_ROOT
 from convrag.llm.judge import JUDGES
 from convrag.llm.types import Response
 from convrag.metrics.citation import (
-    FALLBACK_ABBREVIATIONS,
     NLI_JUDGE,
     bleu1,
     citation_scores,
@@ -244,17 +243,69 @@ def test_response_preparation_and_sentence_splitting():
     assert prepare_response("  A [1].\nB [2].<|im_end|>", first_line=False) == "A [1].\nB [2]."
     assert prepare_response(None) == ""
     split, name = sentence_splitter()
-    assert name in ("punkt_tab/english", "punkt-untrained")
-    # plain prose splits the same with either splitter
+    assert name == "punkt_tab/english"
     assert split_statements("Dr. Smith built it in 1881 [1]. It has 2.5 floors [2][3]! Was it red? Yes.") == [
         "Dr. Smith built it in 1881 [1].", "It has 2.5 floors [2][3]!", "Was it red?", "Yes."]
     assert split_statements("") == []
-    assert {"dr", "e.g", "u.s"} <= FALLBACK_ABBREVIATIONS
     # the whole response when asked (not ALCE's default)
     nli = ScriptedNLI({(F2, CM): True, (F1, C1): True})
     resp = "Tove Marsh was an engineer [2].\nThe Harl lighthouse was finished in 1881 [1]."
     rows = citation_scores([{"response": resp, "passages": PASSAGES}], nli, first_line=False)
     assert rows[0]["recall"] == 1.0 and rows[0]["n_statements"] == 2
+
+
+# where NLTK's untrained Punkt splits differently from the trained English parameters (ALCE's
+# sent_tokenize); expected splits written by hand from punkt_tab/english's abbreviation list
+# ("mt" is not in it: "Mt. Everest" splits, as with NLTK's own sent_tokenize)
+TRAINED_SPLITS = {
+    "Dr. Smith went to Washington. He arrived on Jan. 5.":
+        ["Dr. Smith went to Washington.", "He arrived on Jan. 5."],
+    "The U.S. team won the gold medal. It was their third.":
+        ["The U.S. team won the gold medal.", "It was their third."],
+    "Prof. Lee and Mr. Brown met at St. Mary's church.": ["Prof. Lee and Mr. Brown met at St. Mary's church."],
+    "She holds a Ph.D. in physics from the U.K. and works in Calif. now.":
+        ["She holds a Ph.D. in physics from the U.K. and works in Calif. now."],
+    "It was 5 p.m. when Gen. Grant arrived in Ala. with the troops.":
+        ["It was 5 p.m. when Gen. Grant arrived in Ala. with the troops."],
+    "Mt. Everest is tall. Col. Sanders sold chicken.": ["Mt.", "Everest is tall.", "Col. Sanders sold chicken."],
+}
+
+
+def test_sentence_splitter_is_trained_punkt_as_nltk_sent_tokenize(tmp_path, monkeypatch):
+    """Parity: the splitter equals nltk.sent_tokenize reading the same parameters as a
+    punkt_tab folder (NLTK's own loader and tokenizer), and differs from untrained Punkt."""
+    import nltk.data
+    import nltk.tokenize
+    import punkt
+    from nltk.tabdata import TabEncoder
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+
+    model = punkt.load_model("english")
+    assert model.metadata.source == "punkt_tab:english"
+    assert (len(model.abbrev_types), len(model.collocations), len(model.sent_starters)) == (156, 37, 39)
+    assert {"dr", "u.s", "ph.d", "calif", "p.m"} <= model.abbrev_types and "mt" not in model.abbrev_types
+    params = PunktParameters()
+    params.abbrev_types, params.collocations = set(model.abbrev_types), set(model.collocations)
+    params.sent_starters, params.ortho_context = set(model.sent_starters), dict(model.ortho_context)
+    folder = tmp_path / "tokenizers" / "punkt_tab" / "english"  # written as save_punkt_params writes it
+    folder.mkdir(parents=True)
+    enc = TabEncoder()
+    for name, text in (("collocations.tab", enc.tups2tab(params.collocations)),
+                       ("sent_starters.txt", enc.set2txt(params.sent_starters)),
+                       ("abbrev_types.txt", enc.set2txt(params.abbrev_types)),
+                       ("ortho_context.tab", enc.ivdict2tab(params.ortho_context))):
+        (folder / name).write_text(text, encoding="utf-8", newline="")
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
+    nltk.tokenize._get_punkt_tokenizer.cache_clear()
+    try:
+        untrained = PunktSentenceTokenizer().tokenize
+        split = sentence_splitter()[0]
+        for text, expected in TRAINED_SPLITS.items():
+            assert untrained(text) != expected, text
+            assert nltk.tokenize.sent_tokenize(text) == expected, text
+            assert split(text) == expected == split_statements(text), text
+    finally:
+        nltk.tokenize._get_punkt_tokenizer.cache_clear()
 
 
 def test_format_passage():

