@@ -346,6 +346,20 @@ def cmd_estimate(a):
         print(text)
 
 
+def cmd_status(a):
+    """The running jobs' progress from their logs (convrag.status); --watch repeats it."""
+    import time
+
+    from convrag.status import status
+
+    while True:
+        print(status(a.results, a.directory, show_all=a.all, stale_s=a.stale), flush=True)
+        if not a.watch:
+            return 0
+        time.sleep(a.watch)
+        print()
+
+
 # ---- LLM cache bundles -------------------------------------------------------------------
 
 
@@ -525,6 +539,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--job-minutes", type=float, default=240.0, help="SLURM time limit of a job (default 240)")
     s.add_argument("--json", action="store_true", help="print the full estimate as JSON")
     s.add_argument("--out", default=None, help="write to this file instead of stdout")
+
+    s = add("status", cmd_status, "per running job of a workflow: the task, items done of total, rate and ETA, "
+            "read from the [progress] lines in <results>/logs; with Snakemake's step count")
+    s.add_argument("--results", default="results", help="the run's results folder (config results_dir; default results)")
+    s.add_argument("--directory", default=".", help="Snakemake's working directory (for .snakemake/log; default .)")
+    s.add_argument("--all", action="store_true", help="also the finished and stopped jobs' last progress")
+    s.add_argument("--stale", type=float, default=120.0,
+                   help="a job on another host (cluster) counts as running while its log changed within this many "
+                        "seconds (default 120)")
+    s.add_argument("--watch", type=float, default=0.0, help="print again every this many seconds (Ctrl-C stops)")
 
     sp = sub.add_parser("reproduction", help="the reproduction of the papers' published numbers")
     rs = sp.add_subparsers(dest="study_stage", required=True, metavar="STAGE")

@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from tqdm.auto import tqdm
-
 from convrag.errors import ConfigError, ModelError, ReplayMissError
 from convrag.io import write_json
+from convrag.progress import progress
 from convrag.llm.cache import LLMCache, cache_key, canonical_json, prompt_hash
 from convrag.llm.registry import DEFAULT_REGISTRY, ModelSpec, get_spec, load_registry
 from convrag.llm.types import Request, Response
@@ -217,7 +216,7 @@ class Engine:
             misses.sort(key=lambda k: _prompt_size(unique[k]))
             size = len(misses) if self.spec.backend == "vllm" else self.spec.batch_size
             backend = self.backend
-            with tqdm(total=len(misses), desc=desc, disable=desc is None, unit="req") as bar:
+            with progress(len(misses), desc, unit="req") as bar:
                 for i in range(0, len(misses), size):
                     chunk = misses[i:i + size]
                     t0 = time.perf_counter()

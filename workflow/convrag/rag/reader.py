@@ -60,14 +60,16 @@ class Reader:
             out.append(self.passages[doc_id])
         return out
 
-    def answer(self, items: list, queries: list[str | None], sample_indices: list[int]) -> tuple[list[dict], list[Response]]:
-        """One turn record per item (and the raw responses, for accounting)."""
+    def answer(self, items: list, queries: list[str | None], sample_indices: list[int],
+               desc: str | None = None) -> tuple[list[dict], list[Response]]:
+        """One turn record per item (and the raw responses, for accounting); ``desc`` names the
+        batch in the job's progress lines (convrag.progress)."""
         if self.closed_book:
             queries = [None] * len(items)
         results = self.retrieve(queries)
         reqs = [Request(messages=self.build_messages(it, self.shown(hits)), sampling=self.sampling, seed=self.seed,
                         sample_index=si) for it, hits, si in zip(items, results, sample_indices)]
-        resps = self.engine.generate(reqs)
+        resps = self.engine.generate(reqs) if desc is None else self.engine.generate(reqs, desc=desc)
         turns = []
         record_cost = self.capabilities.uses_llm
         for q, hits, cost, r in zip(queries, results, results.costs, resps):

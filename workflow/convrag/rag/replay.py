@@ -172,7 +172,7 @@ def answer_tasks(tasks: list[TurnTask], *, engine, prompt: ChatPrompt, sampling:
         queries = [(run_queries or {}).get(t.task_id) for t in tasks]
     out = []
     for run in range(runs):
-        turns, _ = reader.answer(tasks, queries, [run] * len(tasks))
+        turns, _ = reader.answer(tasks, queries, [run] * len(tasks), desc=f"answers, run {run + 1} of {runs}")
         for i, (t, turn) in enumerate(zip(tasks, turns)):
             rec = {"task_id": t.task_id, "benchmark": t.benchmark, "conversation_id": t.conversation_id,
                    "turn": t.turn, **(setting or {}), "policy": policy if pol or passages_from == "run" else None,

@@ -42,11 +42,10 @@ import copy
 import re
 from dataclasses import dataclass, field
 
-from tqdm import tqdm
-
 from convrag.errors import ConfigError
 from convrag.llm.types import Request
 from convrag.metrics.qa import exact_match
+from convrag.progress import progress
 from convrag.rag.answers import visible_reply
 from convrag.rag.policies import make_query
 from convrag.rag.reader import Reader
@@ -284,8 +283,8 @@ class ConversationRunner:
         recap_policies = {p for c, p in wanted if c == "RECAP"}
         states = [_State(q, shards[q.qid], run, cond, pol) for cond, pol in simulate for q in questions for run in runs]
         recaps: list[_State] = []
-        bar = tqdm(total=len(states) + sum(1 for s in states if s.condition == "SHARDED" and s.policy in recap_policies),
-                   desc=f"{self.retriever_name} conversations done", unit="conv")
+        bar = progress(len(states) + sum(1 for s in states if s.condition == "SHARDED" and s.policy in recap_policies),
+                       f"{self.retriever_name} conversations done", unit="conv")
         try:
             turn = 0
             while True:
