@@ -115,8 +115,18 @@ def _fig_judge(df, stem):
 
 
 def _fig_recovery_policy(df, stem):
+    """Figures 5 and 6; when no cell has a positive FULL-SHARDED gap there is no recovery to
+    show, and the placeholder says so with the gaps (not "no cells")."""
     from convrag.report import figures
 
+    if df["recovery"].isna().all() and (df["gap"].dropna() <= 0).all():
+        gaps = df["gap"].dropna()
+        span = f", from {gaps.min():.2f} to {gaps.max():.2f}" if len(gaps) else ""
+        return figures.placeholder(
+            stem, "no_positive_gap",
+            f"no cell has a positive FULL-SHARDED gap (mean F1 FULL - SHARDED <= 0 in all {len(df)} rows, "
+            f"one per retriever, dataset and condition{span}), so there is no share of a gap to recover; the "
+            f"rows and their gaps are in the data file")
     figures.grouped_bars(df, stem, x="retriever", hue="condition", y="recovery", lo="ci_low", hi="ci_high",
                          panel="dataset", ylabel="share of the FULL-SHARDED gap recovered")
 
