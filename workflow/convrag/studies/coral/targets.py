@@ -50,9 +50,12 @@ def _fig_sizes(df, stem):
 def _fig_sweep(df, stem):
     from convrag.report import figures
 
-    d = df.melt(id_vars=["model", "m"], value_vars=["rougeL", "win", "lose"], var_name="measure", value_name="value")
+    # draw is shown too: with a small judge most comparisons are draws, and win / lose alone hide it
+    d = df.melt(id_vars=["model", "m"], value_vars=["rougeL", "win", "draw", "lose"], var_name="measure",
+                value_name="value")
+    d["m"] = d["m"].astype(int)  # a count of history turns: integer ticks
     figures.lines(d, stem, x="m", y="value", group=["model"], panel="measure",
-                  ylabel="ROUGE-L (x100); win / lose (% of compared)")
+                  ylabel="ROUGE-L x100; shares: % compared")
 
 
 def _judge(inputs, ctx):
