@@ -334,8 +334,11 @@ def cmd_estimate(a):
                                          ("load_fixed_s", a.load_seconds), ("load_gb_per_s", a.load_gb_per_s))
                        if v is not None})
     work = {s.key: s.estimate(config, measured, tp) for s in active_studies(config)}
+    empty = [k for k, w in work.items() if not w]
+    if empty:  # a table of zeros would read as "costs nothing": say which study and why instead
+        why = {k: " / ".join(getattr(work[k], "notes", [])) or "its Study.estimate gives no work" for k in empty}
+        raise ConfigError("; ".join(f"{k}: nothing sized ({w})" for k, w in why.items()))
     summary = summarize(work, config_registry(config), tp, a.job_minutes)
-    summary["notes"] += [f"{k}: no sizing (its Study.estimate gives no work)" for k, w in work.items() if not w]
     text = json.dumps(summary, indent=2) if a.json else format_report(summary)
     if a.out:
         from convrag.io import atomic_open

@@ -206,6 +206,11 @@ class Coral(Study):
 
         return model_jobs(config)
 
+    def estimate(self, config, measured, throughput):
+        from convrag.studies.coral.estimate import estimate
+
+        return estimate(config, measured, throughput)
+
     def add_cli(self, sub):
         from convrag.studies.coral.cli import add_cli
 

@@ -110,6 +110,11 @@ class Cross(Study):
 
         return model_jobs(config)
 
+    def estimate(self, config, measured, throughput):
+        from convrag.studies.cross.estimate import estimate
+
+        return estimate(config, measured, throughput)
+
     def add_cli(self, sub):
         from convrag.studies.cross.cli import add_cli
 

@@ -162,6 +162,11 @@ class MtragUn(Study):
 
         return model_jobs(config)
 
+    def estimate(self, config, measured, throughput):
+        from convrag.studies.mtrag_un.estimate import estimate
+
+        return estimate(config, measured, throughput)
+
     def add_cli(self, sub):
         from convrag.studies.mtrag_un.cli import add_cli
 

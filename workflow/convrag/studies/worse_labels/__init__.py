@@ -226,6 +226,11 @@ class WorseLabels(Study):
 
         return model_jobs(config)
 
+    def estimate(self, config, measured, throughput):
+        from convrag.studies.worse_labels.estimate import estimate
+
+        return estimate(config, measured, throughput)
+
     def add_cli(self, sub):
         from convrag.studies.worse_labels.cli import add_cli
 
