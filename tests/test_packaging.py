@@ -1,15 +1,19 @@
 """Packaging hygiene: LICENSE and CITATION.cff agree with pyproject and the package's version;
 every third-party module the package imports is declared (in the main dependencies or the
-extra of the code that needs it); py.typed ships."""
+extra of the code that needs it); py.typed ships; every command-line option has help;
+`convrag --version` and `convrag list` (from the study registry and the configs)."""
 
+import argparse
 import ast
 import hashlib
 import importlib.metadata
+import json
 import re
 import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,3 +90,70 @@ def test_every_imported_distribution_is_declared():
 def test_py_typed_is_declared_and_present():
     assert "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"]["convrag"]
     assert (ROOT / "workflow" / "convrag" / "py.typed").is_file()
+
+
+def _options(parser, path=()):
+    """(command path, action) of every option and positional of every (sub)command."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options(sub, (*path, name))
+        elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            yield " ".join(path), action
+
+
+def _commands(parser, path=()):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, (*path, name))
+
+
+def test_every_cli_option_has_help():
+    from convrag.cli import build_parser
+
+    parser = build_parser()
+    options = list(_options(parser))
+    assert len(options) > 400  # every stage of every study is walked
+    lacking = [f"convrag {cmd} {a.option_strings[0] if a.option_strings else a.dest}" for cmd, a in options
+               if not (a.help and a.help.strip() and a.help != argparse.SUPPRESS)]
+    assert not lacking, f"{len(lacking)} options without help: {lacking}"
+    for path, sub in _commands(parser):  # every command's --help renders (a stray % would raise here)
+        assert sub.format_help().startswith("usage: convrag"), path
+
+
+def test_version_prints_the_installed_version(capsys):
+    from convrag.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"convrag {importlib.metadata.version('convrag')}"
+
+
+def test_list_gives_every_study_its_targets_and_the_configs(capsys):
+    from convrag.cli import main
+    from convrag.studies import all_studies
+
+    assert main(["list", "--json"]) == 0
+    cat = json.loads(capsys.readouterr().out)
+    studies = all_studies()
+    assert set(cat["studies"]) == set(studies) >= {"lic_rag", "mtrag_un", "coral", "worse_labels", "cross"}
+    for key, s in cat["studies"].items():
+        assert s["targets"] == {n: t.kind for n, t in studies[key].all_targets().items()}
+        assert s["cli"] == f"convrag {key.replace('_', '-')}"
+    assert cat["studies"]["lic_rag"]["targets"]["table2_full_vs_sharded"] == "table"
+    assert cat["studies"]["lic_rag"]["targets"]["recall_by_turn"] == "figure"
+    configs = cat["configs"]
+    assert set(configs) == {"config/config.yaml", *(f"config/studies/{p.name}" for p in
+                                                    (ROOT / "config" / "studies").glob("*.yaml"))}
+    assert set(configs["config/config.yaml"]) == {"lic_rag", "mtrag_un", "coral", "worse_labels", "cross"}
+    assert set(configs["config/studies/lic_rag.yaml"]) == {"lic_rag"}
+    # the paper config builds lic_rag's sharding-variability table; the default does not sample it
+    assert "shard_wording" in configs["config/studies/lic_rag.yaml"]["lic_rag"]
+    assert "shard_wording" not in configs["config/config.yaml"]["lic_rag"]
+    assert main(["list", "config/studies/coral.yaml"]) == 0
+    text = capsys.readouterr().out
+    assert "stages: convrag coral --help" in text and "config/studies/coral.yaml: coral (9 of 9 targets)" in text
+    assert "\n  table2_retrieval" in text and "lic_rag: Lost in Conversation" in text

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from convrag.cliargs import json_arg, set_threads  # noqa: F401  (json_arg: the stages' --spec types)
+from convrag.cliargs import fill_help, json_arg, set_threads  # noqa: F401  (json_arg: the stages' --spec types)
 from convrag.errors import ConfigError, ConvragError
 
 
@@ -49,6 +49,27 @@ def cmd_sources(a):
     for x in bad:
         print(f"UNPINNED {x}", file=sys.stderr)
     return 1 if bad else 0
+
+
+def cmd_list(a):
+    """Studies, their targets and the configs that build them, from the study registry."""
+    from pathlib import Path
+
+    from convrag.catalogue import catalogue, format_catalogue
+
+    cat = catalogue([Path(p) for p in a.configs] or None)
+    print(json.dumps(cat, indent=2) if a.json else format_catalogue(cat))
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject's, through the package metadata)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("convrag")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
 
 
 def cmd_prepare_corpus(a):
@@ -381,10 +402,59 @@ def cmd_cache_import(a):
           f"{n['present']} already present")
 
 
+# help of the shared stages' options that COMMON_HELP (convrag.cliargs) words too generally
+SHARED_HELP = {
+    "download.out": "where the downloaded file goes",
+    "prepare-corpus.name": "the corpus's config name (corpora.<name>)",
+    "prepare-corpus.out_dir": "folder for corpus.jsonl and questions_all.jsonl",
+    "benchmark-tasks.name": "the benchmark's config name (benchmarks.<name>)",
+    "benchmark-tasks.out": "the TurnTask records (JSONL) to write",
+    "benchmark-tasks.report": "JSON report of what was read (counts per domain, skipped turns)",
+    "benchmark-corpus.name": "the benchmark's config name (benchmarks.<name>)",
+    "benchmark-corpus.spec": "the benchmarks.<name> config entry as JSON",
+    "benchmark-corpus.domain": "the domain whose corpus is written",
+    "benchmark-corpus.out": "the domain's passages (JSONL) to write",
+    "select-questions.dataset": "the dataset's config name (datasets.<name>)",
+    "select-questions.spec": "the datasets.<name> config entry as JSON (n_questions, hops, sample_seed)",
+    "select-questions.questions": "the corpus's whole question pool (questions_all.jsonl)",
+    "shard.questions": "the selected questions (JSONL)",
+    "shard.prompts": "the sharding prompt file (resources/prompts/shard.yaml or lic_rag.prompts.shard)",
+    "shard.model": "registry model that writes the shards",
+    "shard.out": "the shard sets (JSONL) to write",
+    "shard.report": "Markdown report of the automatic checks",
+    "build-index.corpus": "the passages (JSONL) to index",
+    "build-index.params": "the retriever's params as JSON (config retrievers.<name>.params)",
+    "build-index.registry": "the model registry (for --llm)",
+    "build-index.cache": "the LLM cache (for --llm)",
+    "build-graph.corpus": "the passages (JSONL) the graph is built from",
+    "build-graph.model": "registry model of the OpenIE extraction",
+    "build-graph.params": "the graph's params as JSON (synonym threshold, embedding model, ...)",
+    "convert-model.model": "the registry model to convert",
+    "answer.prompts": "the answer prompt file",
+    "answer.out": "the answers (JSONL) to write",
+    "answer.index_dir": "--passages retrieved: the index searched",
+    "answer.corpus": "--passages retrieved / run: the passages (JSONL) shown",
+    "answer.passages": "the passages shown: retrieved now, a TREC run (--run), the task's reference passages, "
+                       "or none",
+    "answer.runs": "answers per turn (independent samples)",
+    "answer.chunk": "with --chunk-size: which chunk of the tasks this job answers (0-based)",
+    "answer.chunk_size": "tasks per chunk (default: all in one)",
+    "retrieve.index_dir": "the index searched",
+    "score-retrieval.tasks": "the TurnTask records with the qrels",
+    "score-retrieval.out": "the per-turn scores (Parquet) to write",
+    "target.study": "a study key (convrag list)",
+    "target.out_stem": "output path without extension (a table's .csv/.md, a figure's .png/.pdf/.csv/.md)",
+    "plan.seed": "seed of the synthetic scores",
+    "import.bundle": "the bundle file (convrag cache export)",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     from convrag.studies import all_studies
 
     p = argparse.ArgumentParser(prog="convrag", description=__doc__)
+    p.add_argument("--version", action="version", version=f"convrag {version()}",
+                   help="print the installed convrag's version and exit")
     sub = p.add_subparsers(dest="stage", required=True, metavar="STAGE")
 
     def add(name, fn, help):
@@ -395,6 +465,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("sources", cmd_sources, "list every download of the configs with its pinned revision and checksum "
             "(resources/sources.yaml); exit 1 on an unpinned one")
     s.add_argument("configs", nargs="*", help="config files (default: config/config.yaml and config/*/*.yaml)")
+
+    s = add("list", cmd_list, "every study (from the study registry) with its targets, and the studies and targets "
+            "each config builds")
+    s.add_argument("configs", nargs="*", help="config files (default: config/config.yaml and config/studies/*.yaml)")
+    s.add_argument("--json", action="store_true", help="print the listing as JSON")
 
     s = add("download", cmd_download, "download one file (Hugging Face dataset repo or URL) and record its sha256")
     s.add_argument("--spec", type=json_arg, required=True,
@@ -584,6 +659,7 @@ def build_parser() -> argparse.ArgumentParser:
     for study in all_studies().values():
         sp = sub.add_parser(study.cli_name, help=f"stages of the {study.key} study", description=study.title)
         study.add_cli(sp.add_subparsers(dest="study_stage", required=True, metavar="STAGE"))
+    fill_help(p, SHARED_HELP)  # after the studies' own (Study.add_cli), so theirs come first
     return p
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from convrag.cliargs import json_arg, set_threads
+from convrag.cliargs import fill_help, json_arg, set_threads
 
 
 def cmd_pages(a):
@@ -169,6 +169,48 @@ def cmd_llm4cs_retrieve(a):
                   first=[(a.out_run, lambda p: write_run(p, run, tag=LLM4CS))], **counts, n=a.n)
 
 
+# help of the options below that convrag.cliargs.COMMON_HELP words too generally ("stage.dest" or "dest")
+HELP = {
+    "sft.role": "what is fine-tuned: the query rewriter (golden rewrites) or the generator (cited responses)",
+    "sft.no_gradient_checkpointing": "keep every activation (faster, more memory) instead of recomputing them",
+    "pages.out": "the pages (JSONL, one page a line) to write",
+    "flows.long_share": "share of a long-flow sampler's conversations drawn with 11-20 turns instead of 6-10 "
+                        "(default 0.2, the paper's 400 of 2,000)",
+    "flows.out": "the sampled conversation flows (JSONL) to write",
+    "contextualise.flows": "the sampled conversation flows (convrag coral flows)",
+    "contextualise.model": "registry model that writes the questions",
+    "contextualise.tries": "attempts per LLM step before the item counts as failed (each try a new sample)",
+    "contextualise.out": "the conversations as TurnTasks (JSONL) to write",
+    "answer.run": "TREC run whose top-k passages are shown",
+    "answer.run_queries": "the run's queries JSONL (recorded)",
+    "answer.model": "registry model of the generator",
+    "answer.out": "the answers (JSONL) to write",
+    "compress_prompts": "prompt file of the passage compression (f_p)",
+    "compress_max_tokens": "maximum new tokens of a compressed passage",
+    "strategy_queries": "retrieval strategy: the queries JSONL of --strategy-run (recorded)",
+    "evaluate.model": "the generator whose answers are scored (recorded in every row)",
+    "evaluate.nli_model": "registry model of the LLM entailment judge (--nli llm)",
+    "nli_max_tokens": "maximum new tokens of an entailment reply",
+    "at_most_citations": "citations counted per statement (ALCE's default 3)",
+    "compare_max_tokens": "maximum new tokens of a win / draw / lose reply",
+    "evaluate.out": "the scores (Parquet) to write",
+    "train-session.tasks": "the training turns (TurnTasks JSONL)",
+    "train-session.corpus": "the passages (JSONL) of the training turns' gold and negatives",
+    "train-session.base_model": "the ad-hoc dense encoder the session encoder starts from",
+    "train-session.style": "kd: match the ad-hoc encoder's embedding of the golden rewrite; contrastive: "
+                           "Conv-ANCE style, gold passage against in-batch negatives",
+    "train-session.out": "folder of the trained encoder",
+    "query_prefix": "text put before every encoded query (the encoder's query prefix)",
+    "session-retrieve.max_turns": "history entries kept in a session (default: the encoder's training setting)",
+    "llm4cs-retrieve.n": "LLM samples (rewrites, and responses for rtr / rar) per turn",
+    "llm4cs-retrieve.prompting": "LLM4CS's prompting: rew (rewrite), rtr (rewrite, then a response), rar "
+                                 "(rewrite and response together)",
+    "llm4cs-retrieve.aggregation": "how the samples become one query vector: maxprob (one greedy sample), sc "
+                                   "(self-consistency), mean (of every sample)",
+    "llm4cs-retrieve.model": "registry model that writes the rewrites",
+}
+
+
 def add_cli(sub) -> None:
     from convrag.studies.coral.sft import add_sft_cli
 
@@ -278,3 +320,4 @@ def add_cli(sub) -> None:
     s.add_argument("--top-p", type=float, default=1.0)
     s.add_argument("--max-tokens", type=int, default=64)
     s.add_argument("--seed", type=int, default=0)
+    fill_help(sub, HELP)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from convrag.cliargs import json_arg
+from convrag.cliargs import fill_help, json_arg
 
 
 def cmd_tasks(a):
@@ -125,6 +125,24 @@ def cmd_score(a):
                    (a.accounting, lambda p: write_json(p, acc)), (a.out, lambda p: write_parquet(long, p))])
 
 
+# help of the options below that convrag.cliargs.COMMON_HELP words too generally ("stage.dest" or "dest")
+HELP = {
+    "tasks.questions": "the multi-hop dataset's selected questions (JSONL)",
+    "tasks.out": "the dataset's turns as TurnTasks (JSONL) to write",
+    "answer.model": "registry model of the reader",
+    "answer.delivery": "how the question reaches the reader (the grid's delivery: full, sharded, recorded, ...)",
+    "answer.out": "the cell's answers (JSONL) to write",
+    "score.out": "the benchmark's per-cell scores (Parquet) to write",
+    "score.contexts": "the contexts with their content label (Parquet) to write",
+    "metrics": "answer metric names (convrag.metrics.registry)",
+    "judge_prompts": "prompt file of the answer judge",
+    "judge_max_tokens": "maximum new tokens of a judge reply",
+    "content_model": "registry model of the content label (does the context support the answer?)",
+    "content_max_tokens": "maximum new tokens of a content-label reply",
+    "partial_insufficient": "count a partly supporting context as insufficient (default: as sufficient)",
+}
+
+
 def add_cli(sub) -> None:
     s = sub.add_parser("tasks", help="a multi-hop dataset (with its shard sets) as TurnTasks")
     s.set_defaults(fn=cmd_tasks)
@@ -166,4 +184,5 @@ def add_cli(sub) -> None:
     s.add_argument("--content-max-tokens", type=int, default=24)
     s.add_argument("--partial-insufficient", action="store_true")
     s.add_argument("--threads", type=int, default=None)
+    fill_help(sub, HELP)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from convrag.cliargs import json_arg
+from convrag.cliargs import fill_help, json_arg
 from convrag.errors import ConfigError
 
 
@@ -103,6 +103,23 @@ def cmd_score(a):
     write_parquet(turns, a.out_turns)
 
 
+# help of the options below that convrag.cliargs.COMMON_HELP words too generally ("stage.dest" or "dest")
+HELP = {
+    "shard-review.action": "export: write the review file; apply: read an edited one back",
+    "shard-review.shards": "the shard sets (convrag shard)",
+    "shard-review.out": "export: the review file to write; apply: the reviewed shard sets to write",
+    "simulate.model": "registry model of the assistant",
+    "simulate.user_model": "registry model of the simulated user",
+    "simulate.prompts": "the assistant's prompt file",
+    "simulate.out_dir": "folder of the conversations (one JSONL per cell)",
+    "simulate.chunk": "which chunk of the dataset's questions this job simulates (0-based)",
+    "score.conversations": "the simulated conversations (JSONL), every cell",
+    "score.questions": "the questions files the conversations came from",
+    "score.out": "the per-conversation scores (Parquet) to write",
+    "score.out_turns": "the per-turn scores (Parquet) to write",
+}
+
+
 def add_cli(sub) -> None:
     def add(name, fn, help):
         sp = sub.add_parser(name, help=help, description=help)
@@ -143,4 +160,5 @@ def add_cli(sub) -> None:
     s.add_argument("--recall-k", type=int, required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--out-turns", required=True)
+    fill_help(sub, HELP)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from convrag.cliargs import json_arg, set_threads
+from convrag.cliargs import fill_help, json_arg, set_threads
 
 
 def _score_and_write(items, a, setting: dict, extra=None):
@@ -95,6 +95,17 @@ def cmd_official_prompt(a):
         yaml.safe_dump(prompts, fh, sort_keys=False, allow_unicode=True, width=1000)
 
 
+# help of the options below that convrag.cliargs.COMMON_HELP words too generally ("stage.dest" or "dest")
+HELP = {
+    "official-prompt.judge": "which official judge prompt",
+    "official-prompt.out": "the adapted prompt file (YAML) to write",
+    "evaluate.model": "the model whose answers are scored (recorded in every row)",
+    "evaluate.setting": "the generation setting of the answers (reference or rag; recorded, and conditions the "
+                        "official metrics)",
+    "out": "the scores (Parquet) to write",
+}
+
+
 def add_cli(sub) -> None:
     s = sub.add_parser("official-prompt", help="fetch one of IBM's official judge prompts at a pinned commit and "
                                                "adapt it into the project's prompt format")
@@ -118,3 +129,4 @@ def add_cli(sub) -> None:
     s.add_argument("--evaluations", required=True, help="reference_subset_with_human_evaluations.json (path or URL)")
     s.add_argument("--sha256", default=None, help="expected sha256 of a downloaded file")
     _judge_args(s)
+    fill_help(sub, HELP)

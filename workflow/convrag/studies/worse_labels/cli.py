@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from convrag.cliargs import json_arg
+from convrag.cliargs import fill_help, json_arg
 
 
 def _tasks(path, domain=None, answerability=None):
@@ -258,6 +258,33 @@ def _retrieval_args(s):
     s.add_argument("--recall-k", type=int, required=True)
 
 
+# help of the options below that convrag.cliargs.COMMON_HELP words too generally ("stage.dest" or "dest")
+HELP = {
+    "expansions": "the expansion kinds this rung searches (worse_labels.slices.<s>.ladder)",
+    "expand.prompts": "the expansion prompt file",
+    "released_format": "the released file's format",
+    "out_components": "the components (one TREC run per expansion kind, JSON) to write",
+    "out_expansions": "the expansions (JSONL) to write",
+    "step": "grid step of the weight search over the simplex",
+    "measure": "the ir_measures measure the weights maximise",
+    "fit.out": "the weights and their source (JSON) to write",
+    "fuse.weights": "the rung's weights (convrag worse-labels fit)",
+    "contexts.slice": "the slice's name (worse_labels.slices.<s>)",
+    "contexts.out": "the contexts table (Parquet) to write",
+    "contexts.items": "the contexts' texts for the readers and judges (JSONL) to write",
+    "control": "the rung whose contexts give the negative control (another dialogue's context)",
+    "label_mode": "JSON: p(answerable) from the status labels' log-probabilities (true) or not (false)",
+    "read.out": "the reader's responses (JSONL) to write",
+    "label.out": "the content labels (JSONL) to write",
+    "reads": "one reader's responses (convrag worse-labels read)",
+    "correctness.out": "the answer judges' verdicts (JSONL) to write",
+    "human-feedback.out": "the annotator feedback (Parquet) to write",
+    "human-feedback.items": "the single-passage items (JSONL) to write",
+    "strata": "JSON audit strata (default: the paper's: 100 Fusion, half none, 50 none per other retriever)",
+    "audit.out": "the audit labels (JSONL) to write",
+}
+
+
 def add_cli(sub) -> None:
     s = sub.add_parser("retrieve", help="a query rung: one query per turn, one batched search")
     s.set_defaults(fn=cmd_retrieve)
@@ -355,3 +382,4 @@ def add_cli(sub) -> None:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--max-tokens", type=int, default=160)
     _common(s)
+    fill_help(sub, HELP)
