@@ -220,7 +220,7 @@ def _passage(measured) -> float:
 
 
 def test_coral_without_its_task_count_says_so(measured):
-    _, work, _ = _size("coral", measured)
+    _, work, _ = _size("coral", measured, estimate={"tasks": {}})
     assert any("estimate.tasks.coral" in n for n in work.notes)
     assert _calls(work, "reader") > 0  # Figure 4's sweep is still sized (its conversations are in the config)
 
@@ -241,14 +241,17 @@ def test_worse_labels_calls(measured):
 def test_cross_calls(measured):
     cfg, work, _ = _size("cross", measured)
     # turn benchmarks (recorded only): 3 readers x (closed book + 8 retrievers x policies);
-    # mtrag_un all 4 policies, mtrag / mtrag_retrieval / recor_dev 3; coral has no task count
-    turns = 3 * (1 + 8 * 4) * 507 + 3 * (1 + 8 * 3) * (842 + 777 + 858)
+    # mtrag_un and coral all 4 policies, mtrag / mtrag_retrieval / recor_dev 3
+    turns = 3 * (1 + 8 * 4) * (507 + 6480) + 3 * (1 + 8 * 3) * (842 + 777 + 858)
     # 5 multi-hop datasets x 150 questions, 3 x 33 cells, recorded (1 request) and sharded (3)
     multihop = 5 * 150 * 3 * 33 * (1 + 3)
     assert _calls(work, "reader") == pytest.approx(turns + multihop)
     # sharding: 2 requests per question
     assert _calls(work, "sharding") == pytest.approx(2 * 5 * 150)
-    assert any("coral" in n and "estimate.tasks.coral" in n for n in work.notes)
+    assert not any("estimate.tasks" in n for n in work.notes)
+    cfg["estimate"] = {"tasks": {k: v for k, v in cfg["estimate"]["tasks"].items() if k != "coral"}}
+    work = all_studies()["cross"].estimate(cfg, measured, None)
+    assert any("benchmark coral" in n and "estimate.tasks.coral" in n for n in work.notes)
 
 
 def test_an_unmeasured_study_is_not_sized_as_zero(tmp_path):

@@ -113,6 +113,10 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
             continue
         if st == "retrieve":
             key = _rewrite_key(j)
+            if pools.per_unit(key, "rewriter") is None and pools.per_unit(("rewrite", "llm4cs"), "rewriter"):
+                notes.append("llm_rewrite: not measured (the measured grid has no such run): sized as one LLM4CS "
+                             "rewrite sample per turn")
+                key = ("rewrite", "llm4cs")
             add("rewrite", f"rewrite/{src}/{j['retriever']}/{j['policy']}", j["model"], "rewriter", key,
                 n_tasks * j.get("samples", 1), c["rewrite"]["max_tokens"])
             continue
@@ -135,6 +139,7 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
     if e["nli"] != "llm":
         notes.append(f"the {e['nli']} NLI judge (citation recall / precision) is a classifier, not an LLM: its "
                      "GPU time is not sized")
+    out.notes[:] = list(dict.fromkeys(out.notes))  # one note per cause
     out.facts.update({
         "grid": f"{n_tasks or 0:,.0f} tasks of {bench} ({why}); " + ", ".join(f"{r} {v:,.0f} calls"
                                                                          for r, v in calls.items()),
