@@ -94,7 +94,8 @@ def test_env_specific_contents():
     extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert [canonicalize_name(Requirement(r).name) for r in extras["gpu"]] == ["faiss-gpu"]
     assert [canonicalize_name(Requirement(r).name) for r in extras["cpu"]] == ["faiss-cpu"]
-    for env, extra in ((cpu, "cpu,sft"), (gpu, "gpu,sft"), (java, "cpu")):  # sft: coral_sft runs in cpu / gpu
+    # sft: coral_sft runs in cpu / gpu; pyserini: the JDK env's Lucene BM25 (gensim for lucene_bm25)
+    for env, extra in ((cpu, "cpu,sft"), (gpu, "gpu,sft"), (java, "cpu,pyserini")):
         pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
         assert "-e ${CONVRAG_REPO}[%s]" % extra in pip, (extra, pip)
     assert _conda_specs(java).get("openjdk", "").lstrip("=").startswith("21")
