@@ -200,7 +200,9 @@ def test_mtrag_un_calls_and_passages(measured):
 def test_coral_calls_and_sweep(measured):
     cfg, work, _ = _size("coral", measured, estimate={"tasks": {"coral": 100}})
     g = cfg["coral"]["generation"]
-    n_models, sweep = len(g["models"]), g["history_sweep"]
+    # every generation model, and every fine-tuned generator that answers (coral.sft.<name>.answers)
+    sft = [x for x in (cfg["coral"].get("sft") or {}).values() if x["role"] == "generate" and x.get("answers")]
+    n_models, sweep = len(g["models"]) + len(sft), g["history_sweep"]
     table3 = n_models * len(g["strategies"]) * 100
     fig4 = n_models * len(sweep["m"]) * sweep["conversations"]
     assert _calls(work, "reader") == pytest.approx(table3 + fig4)
