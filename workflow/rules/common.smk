@@ -323,9 +323,18 @@ def target_inputs(wc):
 
 def target_context(wc):
     study, _ = _target(wc)
-    return jarg({**study.context(config), "study_dir": L.study(study.key)})
+    return jarg(
+        {
+            **study.context(config),
+            "study_dir": L.study(study.key),
+            "run_note": study.run_note(wc.target, config),
+        }
+    )
 
 
 def target_caption(wc):
+    """The caption and the run's own settings (Study.run_note), as the Markdown file has them."""
     study, _ = _target(wc)
-    return study.caption(wc.target)
+    return " ".join(
+        t for t in (study.caption(wc.target), study.run_note(wc.target, config)) if t
+    )

@@ -65,6 +65,8 @@ def build_target(study, name: str, inputs: dict, context: dict, out_stem: str) -
         raise DataError(f"unknown {study.key} target '{name}' (known: {', '.join(targets)})")
     t = targets[name]
     text = study.caption(name)
+    if context.get("run_note"):  # the run's own settings (Study.run_note; the rule passes it)
+        text += " " + context["run_note"]
     if "gold" in t.inputs:  # scored on a benchmark's qrels: say which gold ids its corpus lacks
         from convrag.data.gold import caption_note
         from convrag.io import read_json
@@ -82,7 +84,10 @@ def build_target(study, name: str, inputs: dict, context: dict, out_stem: str) -
             text += f" (Placeholder: {reason}.)"
     elif df.empty:
         text += " (Empty: the grid has no cells this analysis needs.)"
-    write_table(df, out_stem, caption=text)
+    from convrag.report.blanks import blanks_sentence
+
+    blanks = blanks_sentence(df)  # why each blank cell is blank, where the row shows it
+    write_table(df, out_stem, caption=text + (" " + blanks if blanks else ""))
 
 
 # ---- the accounting table every study gets --------------------------------------------------

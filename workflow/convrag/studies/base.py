@@ -82,6 +82,19 @@ class Study:
         """JSON-able settings every target build receives (bootstrap, analysis options)."""
         return {}
 
+    def run_settings(self, config: dict) -> dict:
+        """What a reader needs to read this run's numbers (top-k, passages shown, models, data
+        source), label -> value; every caption of the study ends with them
+        (``convrag.report.runnote``). Default: the run identity of ``context``'s
+        ``reproduction``; a study adds its top-k and the like."""
+        return dict(self.context(config).get("reproduction") or {})
+
+    def run_note(self, name: str, config: dict) -> str:
+        """The sentence on this run's settings that target ``name``'s caption ends with."""
+        from convrag.report.runnote import run_note
+
+        return run_note(self.run_settings(config), config)
+
     def outputs(self, config: dict, layout) -> list[str]:
         """Final outputs besides tables and figures (e.g. conversation files: deleting one
         makes Snakemake redo its job)."""

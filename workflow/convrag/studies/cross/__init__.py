@@ -86,9 +86,25 @@ class Cross(Study):
     def context(self, config):
         from convrag.studies.cross.plan import grid
 
+        from convrag.report.runnote import model_sizes
+
         c = config["cross"]
+        sizes = model_sizes(config, [c["judge"]["model"], c["content"]["model"]])
         return {"boot": c["bootstrap"], "heatmap_delivery": c["heatmap_delivery"],
-                "partial_insufficient": c["content"]["partial_insufficient"], "grid": grid(config)}
+                "partial_insufficient": c["content"]["partial_insufficient"], "grid": grid(config),
+                "judges": {k: {"model": c[k]["model"], "params_b": sizes[c[k]["model"]]} for k in ("judge", "content")}}
+
+    def run_settings(self, config):
+        from convrag.report.reproduction import benchmark_identity, retriever_identity
+
+        c = config["cross"]
+        data = [benchmark_identity(config, b) for b in c["benchmarks"]]
+        data += [f"generated:{d}" if config["corpora"][config["datasets"][d]["corpus"]]["kind"] == "miniworld" else d
+                 for d in c.get("multihop") or []]
+        return {"top_k (passages shown to the reader)": c["top_k"], "recall_k": c["recall_k"],
+                "readers": c["readers"], "judge_model": c["judge"]["model"], "content_model": c["content"]["model"],
+                "data": data, "retrievers": [retriever_identity(config, r) for r in c["retrievers"]],
+                "delivery": c["delivery"]}
 
     def outputs(self, config, layout):
         from convrag.studies.cross.wiring import answer_files

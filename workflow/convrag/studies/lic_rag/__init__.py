@@ -115,6 +115,12 @@ class LicRag(Study):
                 "retrieval_systems": retrieval_system_rows(config), "models": model_rows(config),
                 "largest_per_family": largest_per_family(config), "reproduction": run}
 
+    def run_settings(self, config):
+        lic = config["lic_rag"]
+        return {"top_k (passages shown to the assistant)": lic["top_k"],
+                "recall_k (passages recorded for Recall@k)": lic["recall_k"], "runs per question": lic["runs"],
+                **super().run_settings(config)}
+
     def rehearsal_inputs(self, config, folder, questions=4, runs=2, seed=0):
         from pathlib import Path
 

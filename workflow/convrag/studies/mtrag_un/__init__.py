@@ -135,6 +135,14 @@ class MtragUn(Study):
                 "bertscore": m["evaluation"]["bertscore"], "judge_model": m["evaluation"]["judge_model"],
                 "ppi": m["evaluation"]["ppi"], "reproduction": run}
 
+    def run_settings(self, config):
+        g, e = config["mtrag_un"]["generation"], config["mtrag_un"]["evaluation"]
+        rag = g.get("rag") or {}
+        return {"RAG passages shown (top k)": g["top_k"], "reference passages shown (first k)": g["reference_k"],
+                "RAG run": "/".join(str(rag[k]) for k in ("retriever", "policy") if rag.get(k)) or None,
+                "generation settings": g["settings"], "bertscore": _bertscore(e["bertscore"]),
+                **super().run_settings(config)}
+
     def outputs(self, config, layout):
         """The answers and their scores are final outputs (as lic_rag's conversations): deleting
         one makes Snakemake redo its job, from the LLM cache."""
@@ -174,3 +182,11 @@ class MtragUn(Study):
 
 
 STUDY = MtragUn()
+
+
+def _bertscore(value) -> str:
+    """The BERTScore model and layer in words (the official scorer's: DeBERTa-xlarge-MNLI, layer 40)."""
+    from convrag.studies.mtrag_un.evaluate import bertscore_config
+
+    b = bertscore_config(value)
+    return f"{b.get('model_type')} (layer {b.get('num_layers')}, rescaled: {bool(b.get('rescale_with_baseline'))})"

@@ -1,0 +1,76 @@
+"""The run's own settings in words, appended to every caption of a study.
+
+A caption's fixed text describes the method (and the paper's settings, named as the paper's);
+what this run used (top-k, passages shown, models and their sizes, data source, substitutions)
+comes from the config through ``Study.run_settings``, so a caption cannot state settings the
+run did not use. Models under ``TINY_B`` billion parameters are named as tiny stand-ins.
+"""
+
+from __future__ import annotations
+
+TINY_B = 1.0  # below this many billion parameters a model is a laptop stand-in, not a paper model
+
+
+def model_sizes(config: dict, names) -> dict[str, float | None]:
+    """Billions of parameters per model name (None: not in the registry or undisclosed)."""
+    from convrag.schema import config_registry
+
+    reg = config_registry(config)
+    return {n: (reg[n].params_b if n in reg else None) for n in names}
+
+
+def tiny_models(config: dict, names) -> list[str]:
+    """The models among ``names`` smaller than TINY_B billion parameters."""
+    return [n for n, b in model_sizes(config, names).items() if b is not None and b < TINY_B]
+
+
+def _is_model_key(key: str) -> bool:
+    return key.endswith(("model", "models", "_reader", "readers", "judges", "labeller")) or key in ("panel", "auditor")
+
+
+def _value(v) -> str | None:
+    if v is None or v == [] or v == "" or isinstance(v, dict):
+        return None
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(str, v))
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
+
+
+def run_note(settings: dict, config: dict) -> str:
+    """``This run: k: v; ... Substitutions: ...`` from a study's run settings (label -> value;
+    lists joined, empty values and nested dicts left out). Models are given with their size;
+    tiny models and generated data are named as substitutions."""
+    parts, models, generated = [], [], []
+    for key, v in settings.items():
+        text = _value(v)
+        if text is None:
+            continue
+        parts.append(f"{key.replace('_', ' ')}: {text}")
+        vals = v if isinstance(v, (list, tuple)) else [v]
+        if _is_model_key(key):
+            models += [str(m) for m in vals if m is not None]
+        generated += [str(d) for d in vals if isinstance(d, str) and d.startswith("generated:")]
+    if not parts:
+        return ""
+    models = list(dict.fromkeys(models))
+    sizes = model_sizes(config, models)
+    sized = [f"{m} {sizes[m]:g}B" for m in models if sizes.get(m) is not None]
+    note = "This run: " + "; ".join(parts) + "."
+    if sized:
+        note += f" Model sizes (billions of parameters): {', '.join(sized)}."
+    subs = []
+    tiny = tiny_models(config, models)
+    if tiny:
+        one = len(tiny) == 1
+        subs.append(f"{', '.join(tiny)} (under {TINY_B:g}B parameters) {'stands' if one else 'stand'} in for the "
+                    f"paper's models, so {'its' if one else 'their'} numbers show that the pipeline runs, not the "
+                    f"paper's effects")
+    generated = list(dict.fromkeys(generated))
+    if generated:
+        subs.append(f"{', '.join(g.removeprefix('generated:') for g in generated)} "
+                    f"{'is' if len(generated) == 1 else 'are'} generated data standing in for the paper's benchmarks")
+    if subs:
+        note += " Substitutions: " + "; ".join(subs) + "."
+    return note
