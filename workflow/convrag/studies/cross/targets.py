@@ -65,13 +65,34 @@ def heatmap_frame(long: pd.DataFrame, delivery: str) -> pd.DataFrame:
     return out.rename(columns={"mean": "value", "size": "cells"})[cols]
 
 
+# the metrics an LLM judges, by the context key of the judge that gives them
+JUDGED = {"correct": "judge", "sufficient": "content"}
+
+
+def judged_by(df: pd.DataFrame, judges: dict) -> pd.DataFrame:
+    """Add ``judge`` and ``judge_params_b`` to the heatmap rows of a judged metric (``judges``:
+    context key -> {model, params_b}), so the figure can warn when the judge is tiny."""
+    out = df.copy()
+    out["judge"] = [(judges.get(JUDGED.get(m)) or {}).get("model") for m in out["metric"]]
+    out["judge_params_b"] = [(judges.get(JUDGED.get(m)) or {}).get("params_b") for m in out["metric"]]
+    return out
+
+
 def plot_heatmaps(df: pd.DataFrame, stem) -> None:
-    """One panel per metric, three to a row; a [0, 1] colour scale when the metric's values lie in it."""
+    """One panel per metric, three to a row; a [0, 1] colour scale when the metric's values lie in
+    it. A metric judged by a model under ``runnote.TINY_B`` billion parameters gets an orange frame
+    and title, and the figure a warning band naming the judge."""
     from convrag.report.figures import _figure, empty_figure, save_figure
+    from convrag.report.runnote import TINY_B
 
     if df.empty:
         save_figure(empty_figure("no scored cell under this delivery"), stem)
         return
+    tiny = {}
+    if "judge_params_b" in df:
+        j = df.dropna(subset=["judge_params_b"])
+        tiny = {m: (g["judge"].iloc[0], float(g["judge_params_b"].iloc[0]))
+                for m, g in j[j["judge_params_b"] < TINY_B].groupby("metric", sort=False)}
     metrics = list(dict.fromkeys(df["metric"]))
     ncol = min(3, len(metrics))
     nrow = -(-len(metrics) // ncol)
@@ -91,8 +112,18 @@ def plot_heatmaps(df: pd.DataFrame, stem) -> None:
             if np.isfinite(x):
                 dark = (x - lo) / ((hi - lo) or 1.0) < 0.6
                 ax.text(j, i, f"{x:.2f}", ha="center", va="center", fontsize=8, color="white" if dark else "black")
-        ax.set_title(m)
+        ax.set_title(m if m not in tiny else f"{m} (judge {tiny[m][0]}, {tiny[m][1]:g}B)",
+                     color="black" if m not in tiny else "darkorange")
+        if m in tiny:
+            for side in ax.spines.values():
+                side.set(edgecolor="darkorange", linewidth=2.5)
         fig.colorbar(im, ax=ax, shrink=0.8)
+    if tiny:
+        judges = sorted({f"{name} ({b:g}B parameters)" for name, b in tiny.values()})
+        fig.suptitle(f"Warning: {', '.join(tiny)} {'is' if len(tiny) == 1 else 'are'} judged by "
+                     f"{', '.join(judges)}, a tiny stand-in (under {TINY_B:g}B): a check that the pipeline runs, "
+                     f"not a measure of quality", fontsize=9, color="black", wrap=True,
+                     bbox={"boxstyle": "round", "facecolor": "#ffe0b3", "edgecolor": "darkorange"})
     save_figure(fig, stem)
 
 
@@ -141,7 +172,9 @@ def _long(inputs, ctx):
 
 TARGETS = {t.name: t for t in [
     Target("results_long", "table", _long, inputs=("gold", "scores")),
-    Target("heatmaps", "figure", lambda i, c: heatmap_frame(_long(i, c), c["heatmap_delivery"]), plot_heatmaps,
+    Target("heatmaps", "figure",
+           lambda i, c: judged_by(heatmap_frame(_long(i, c), c["heatmap_delivery"]), c.get("judges") or {}),
+           plot_heatmaps,
            inputs=("gold", "scores")),
     Target("qrels_vs_content", "table",
            lambda i, c: qrels_vs_content(_read(i["contexts"]), c["partial_insufficient"], c["boot"]),
