@@ -12,13 +12,20 @@ Prints, as Markdown:
      the makespan and the job-seconds divided by the cores.
 
     python benchmarks/default_profile.py --directory . --cores 2
+    # keep it for the README (benchmarks/readme_figures.py): the wall time as `time` measured it
+    python benchmarks/default_profile.py --directory . --cores 2 --wall-clock 16:51 \
+        --save benchmarks/profiles/default_2026-12-05 --host "2-core VM, quiet" --note "fresh clone"
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
+import datetime
+import io
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -90,16 +97,13 @@ def critical_path(jobs: list[dict]) -> tuple[float, list[dict]]:
     return total, chain[::-1]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--directory", default=".", help="the workflow's working directory")
-    ap.add_argument("--cores", type=int, default=2)
-    args = ap.parse_args()
-    wd = Path(args.directory)
+def profile(wd: Path, cores: int) -> dict | None:
+    """Print the profile (Markdown); return its summary (what the README's generated section
+    shows), or None when no job finished."""
     jobs = load_jobs(wd)
     if not jobs:
         print("no finished jobs recorded")
-        return 1
+        return None
     total = sum(j["end"] - j["start"] for j in jobs)
     makespan = max(j["end"] for j in jobs) - min(j["start"] for j in jobs)
 
@@ -147,10 +151,60 @@ def main() -> int:
               f"| {r['computed']:.0f} | {r['completion']:.0f} | {pre} | {dec} |")
 
     length, chain = critical_path(jobs)
-    print(f"\nmakespan {makespan:.0f} s; job-seconds {total:.0f} s (/{args.cores} cores = {total / args.cores:.0f} s); "
+    print(f"\nmakespan {makespan:.0f} s; job-seconds {total:.0f} s (/{cores} cores = {total / cores:.0f} s); "
           f"critical path {length:.0f} s:")
     for j in chain:
         print(f"- {j['rule']} ({study_of(j)}): {j['end'] - j['start']:.0f} s, {j['outputs'][0]}")
+    return {"jobs": len(jobs), "cores": cores, "makespan_s": round(makespan, 1), "job_seconds": round(total, 1),
+            "critical_path_s": round(length, 1), "critical_path": [j["rule"] for j in chain],
+            "studies": {s: {"jobs": len(js), "job_seconds": round(sum(j["end"] - j["start"] for j in js), 1)}
+                        for s, js in sorted(by_study.items())}}
+
+
+def wall_seconds(text: str) -> float:
+    """``1011``, ``16:51``, ``1:02:05`` or ``16 min 51 s`` as seconds."""
+    t = text.strip()
+    m = re.fullmatch(r"(?:(\d+)\s*h\s*)?(?:(\d+)\s*min\s*)?(?:(\d+(?:\.\d+)?)\s*s)?", t)
+    if t and m and any(m.groups()):
+        h, mi, s = m.groups()
+        return int(h or 0) * 3600 + int(mi or 0) * 60 + float(s or 0)
+    try:
+        parts = [float(x) for x in t.split(":")]
+    except ValueError:
+        raise SystemExit(f"--wall-clock {text!r}: give seconds, M:SS, H:MM:SS or '16 min 51 s'") from None
+    return sum(x * 60 ** i for i, x in enumerate(reversed(parts)))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--directory", default=".", help="the workflow's working directory")
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--save", default=None, metavar="STEM",
+                    help="also write STEM.md (this profile) and STEM.json (its summary, which "
+                         "benchmarks/readme_figures.py puts into the README), e.g. benchmarks/profiles/default_2026-12-05")
+    ap.add_argument("--wall-clock", default=None,
+                    help="the run's measured wall time (e.g. `time snakemake --cores 2`: 16:51 or 1011), with --save")
+    ap.add_argument("--date", default=None, help="the run's date (default: the last job's end, UTC)")
+    ap.add_argument("--host", default="", help="where it ran, e.g. '2-core VM, quiet'")
+    ap.add_argument("--config", default="embedded default", help="what ran (default: the embedded default)")
+    ap.add_argument("--note", default="", help="one line of context (fresh clone, other work on the host...)")
+    args = ap.parse_args()
+    wd = Path(args.directory)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        summary = profile(wd, args.cores)
+    print(buf.getvalue(), end="")
+    if summary is None:
+        return 1
+    if args.save:
+        ends = [j["end"] for j in load_jobs(wd)]
+        date = args.date or datetime.datetime.fromtimestamp(max(ends), datetime.timezone.utc).strftime("%Y-%m-%d")
+        summary = {"date": date, "config": args.config, "host": args.host, "note": args.note,
+                   "wall_clock_s": wall_seconds(args.wall_clock) if args.wall_clock else None,
+                   "profile": Path(args.save).name + ".md", **summary}
+        Path(args.save + ".md").write_text(buf.getvalue())
+        Path(args.save + ".json").write_text(json.dumps(summary, indent=2) + "\n")
+        print(f"wrote {args.save}.md and {args.save}.json", file=sys.stderr)
     return 0
 
 

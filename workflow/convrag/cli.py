@@ -36,11 +36,14 @@ def cmd_sources(a):
     from convrag.config import REPO_ROOT, load_config
     from convrag.downloads import config_downloads, describe, problems
 
+    if a.prefetch and not a.configs:
+        raise ConfigError("--prefetch: name the configs whose models to fetch (e.g. config/studies/lic_rag.yaml)")
     paths = [Path(p) for p in a.configs] or sorted([REPO_ROOT / "config" / "config.yaml",
                                                     *(REPO_ROOT / "config").glob("*/*.yaml")])
-    bad = []
+    bad, every = [], []
     for p in paths:
         entries = config_downloads(load_config(p))
+        every += entries
         shown = str(p.resolve().relative_to(REPO_ROOT)) if p.resolve().is_relative_to(REPO_ROOT) else str(p)
         print(f"{shown}: {len(entries)} downloads" + ("" if entries else " (generated or packaged data only)"))
         for e in entries:
@@ -48,6 +51,11 @@ def cmd_sources(a):
         bad += [f"{shown}: {x}" for x in problems(entries)]
     for x in bad:
         print(f"UNPINNED {x}", file=sys.stderr)
+    if a.prefetch and not bad:
+        from convrag.downloads import prefetch_models
+
+        for line in prefetch_models(every):
+            print(f"fetched {line}")
     return 1 if bad else 0
 
 
@@ -465,6 +473,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = add("sources", cmd_sources, "list every download of the configs with its pinned revision and checksum "
             "(resources/sources.yaml); exit 1 on an unpinned one")
     s.add_argument("configs", nargs="*", help="config files (default: config/config.yaml and config/*/*.yaml)")
+    s.add_argument("--prefetch", action="store_true",
+                   help="also download the weights of every Hugging Face model the configs use into the hub cache "
+                        "(HF_HOME) at the commit the jobs load (a login node's step before a cluster run)")
 
     s = add("list", cmd_list, "every study (from the study registry) with its targets, and the studies and targets "
             "each config builds")

@@ -202,3 +202,24 @@ def describe(e: dict[str, Any]) -> str:
              else "none")
     rev = e["revision"] if e["revision"] == LOCK or not e["revision"] else e["revision"][:12]
     return f"{e['kind']:10} {e['repo']}@{rev} {e['path']}  [{check}]"
+
+
+def prefetch_models(entries: list[dict[str, Any]], snapshot=None) -> list[str]:
+    """Fetch the weights of every Hugging Face model in ``entries`` into the local hub cache
+    (``HF_HOME``) at the commit its jobs will load (``lock``: resolved now and recorded in the
+    run's lock file): the login-node step of a cluster run whose nodes have no internet, which
+    then load with ``HF_HUB_OFFLINE=1``. One line per model: repo@commit and its folder."""
+    from convrag.sources import Lock, model_revision
+
+    if snapshot is None:
+        from huggingface_hub import snapshot_download as snapshot
+    out, seen = [], set()
+    for e in entries:
+        if e["kind"] != "hf-model" or (e["repo"], e["revision"]) in seen:
+            continue
+        seen.add((e["repo"], e["revision"]))
+        rev = model_revision(f"{e['key']}:", e["repo"], e["revision"], lock=Lock(e.get("lock")))
+        # Meta's original/*.pth checkpoints duplicate the safetensors that transformers and vLLM load
+        folder = snapshot(repo_id=e["repo"], revision=rev, ignore_patterns=["original/*", "*.pth"])
+        out.append(f"{e['repo']}@{rev}: {folder}")
+    return out
