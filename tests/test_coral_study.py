@@ -261,8 +261,30 @@ def test_sft_config_checks_and_wiring():
         sft_args(cfg, "generator", "R")
     assert "--max-steps 1" in sft_args(cfg, "rewriter", "R") and "--strategy" not in sft_args(cfg, "rewriter", "R")
     assert any(f.endswith("/sft/coral_mini/generator") for f in STUDY.outputs(cfg, L))
-    with pytest.raises(ConfigError, match="coral.sft.generator.train: only a rewriter"):
-        _validate(lambda c: c["coral"]["sft"]["generator"].update(train="coral"))
+    with pytest.raises(ConfigError, match="coral.sft.generator.train: 'nope' must be a benchmarks entry"):
+        _validate(lambda c: c["coral"]["sft"]["generator"].update(train="nope"))
+    # the paper's full fine-tuning; an answering generator (the -SFT rows) under its own name
+    assert "--method lora --name generator --lora" in sft_args(cfg, "generator", "R")
+    full = _validate(lambda c: c["coral"]["sft"]["generator"].update(method="full", answers=True))
+    assert "--method full --name generator" in sft_args(full, "generator", "R") and \
+        "--lora" not in sft_args(full, "generator", "R")
+    from convrag.studies.coral import plan as P
+    from convrag.studies.coral import wiring as W
+
+    base = full["coral"]["sft"]["generator"]["model"]
+    assert P.sft_generators(full) == {"generator": base}
+    assert P.generation_models(full) == full["coral"]["generation"]["models"] + ["generator"]
+    assert {j["model"] for j in P.generation_jobs(full)} == set(full["coral"]["generation"]["models"]) | {"generator"}
+    assert W.answer_registry(full, L, "generator", "R").endswith("/sft/coral_mini/generator/registry.yaml")
+    assert W.answer_registry(full, L, base, "R") == "R" and W.registry_model(full, "generator") == base
+    assert W.tuned_inputs(full, L, "generator")["tuned"].endswith("/sft/coral_mini/generator")
+    assert W.tuned_inputs(full, L, base) == {}
+    assert STUDY.context(full)["sizes"]["generator"] == STUDY.context(full)["sizes"][base]
+    assert all(j["model"] != "generator" for j in P.model_jobs(full))  # sized as its base
+    with pytest.raises(ConfigError, match="coral.sft.rewriter.answers: only a generator"):
+        _validate(lambda c: c["coral"]["sft"]["rewriter"].update(answers=True))
+    with pytest.raises(ConfigError, match="coral.sft.generator.lora: given, but method is 'full'"):
+        _validate(lambda c: c["coral"]["sft"]["generator"].update(method="full", lora={"r": 4}))
     with pytest.raises(ConfigError, match="coral.sft.rewriter.model"):
         _validate(lambda c: c["coral"]["sft"]["rewriter"].update(model="gpt-9"))
     assert _validate(lambda c: c["coral"].update(sft=None))["coral"]["sft"] == {}

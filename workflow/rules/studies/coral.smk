@@ -262,7 +262,7 @@ rule coral_sft:
         passages=lambda wc, input: (
             f"--run {input.run} --run-queries {input.queries} --corpus {input.corpus}"
             if "run" in input.keys()
-            else ""
+            else (f"--corpus {input.corpus}" if "corpus" in input.keys() else "")
         ),
     shell:
         "convrag coral sft --tasks {input.tasks} --prompts {input.prompts} {params.passages} {params.args}"
@@ -290,7 +290,12 @@ use rule score_retrieval from templates as coral_score_retrieval with:
 # one job per model x history length m (strategy wildcard history_m<m>), at one turn only.
 rule coral_answer:
     input:
-        unpack(lambda wc: coral_wiring.answer_inputs(config, L, PROMPTS)),
+        unpack(
+            lambda wc: {
+                **coral_wiring.answer_inputs(config, L, PROMPTS),
+                **coral_wiring.tuned_inputs(config, L, wc.model),
+            }
+        ),
     output:
         answers=coral_paths.answers(L, "{source}", "{model}", "{strategy}"),
         report=coral_paths.answers(
@@ -303,7 +308,7 @@ rule coral_answer:
         L.log("coral/answer/{source}/{model}/{strategy}.log"),
     wildcard_constraints:
         source=alternatives([coral_source(config)]),
-        model=alternatives(CORAL["generation"]["models"]),
+        model=alternatives(coral_wiring.answer_models(config)),
         strategy=alternatives(coral_wiring.strategies(config)),
     conda:
         lambda wc: conda_env(
@@ -313,11 +318,19 @@ rule coral_answer:
     resources:
         mem_mb=16000,
         runtime=240,
-        gpu=lambda wc: gpu_resources(wc.model)["gpu"],
-        gpu_model=lambda wc: gpu_resources(wc.model).get("gpu_model", ""),
+        gpu=lambda wc: gpu_resources(coral_wiring.registry_model(config, wc.model))[
+            "gpu"
+        ],
+        gpu_model=lambda wc: gpu_resources(
+            coral_wiring.registry_model(config, wc.model)
+        ).get("gpu_model", ""),
     params:
         args=lambda wc: coral_wiring.answer_args(
-            config, wc.model, wc.strategy, REGISTRY, CACHE
+            config,
+            wc.model,
+            wc.strategy,
+            coral_wiring.answer_registry(config, L, wc.model, REGISTRY),
+            CACHE,
         ),
     shell:
         "convrag coral answer --tasks {input.tasks} --run {input.run} --run-queries {input.queries}"
@@ -346,7 +359,7 @@ rule coral_evaluate:
         L.log("coral/evaluate/{source}/{model}/{strategy}.log"),
     wildcard_constraints:
         source=alternatives([coral_source(config)]),
-        model=alternatives(CORAL["generation"]["models"]),
+        model=alternatives(coral_wiring.answer_models(config)),
         strategy=alternatives(coral_wiring.strategies(config)),
     conda:
         (

@@ -83,13 +83,16 @@ class Coral(Study):
             if x["model"] not in registry:
                 raise unknown_name(source, f"coral.sft.{name}.model", x["model"], registry)
             if x["train"] is not None:
-                if x["role"] != "rewrite":
-                    raise ConfigError(f"{source}: coral.sft.{name}.train: only a rewriter trains on another split "
-                                      "(a generator is shown the generation run's passages, which exist for the "
-                                      "study's own conversations only)")
                 if config["benchmarks"].get(x["train"], {}).get("kind") != "coral":
                     raise ConfigError(f"{source}: coral.sft.{name}.train: {x['train']!r} must be a benchmarks entry "
                                       "of kind coral")
+            if x["answers"] and x["role"] != "generate":
+                raise ConfigError(f"{source}: coral.sft.{name}.answers: only a generator (role generate) answers")
+            if x["answers"] and (name in registry or name in c["generation"]["models"]):
+                raise ConfigError(f"{source}: coral.sft.{name}: an answering fine-tuned model needs a name of its own "
+                                  f"({name!r} is already a registry model)")
+            if x["method"] == "full" and x["lora"]:
+                raise ConfigError(f"{source}: coral.sft.{name}.lora: given, but method is 'full' (no adapter)")
             if x["role"] == "generate" and not c["retrievers"]:
                 raise ConfigError(f"{source}: coral.sft.{name}: a generator is trained on the passages of a retrieval "
                                   "run, so coral.retrievers must not be empty")
@@ -101,7 +104,7 @@ class Coral(Study):
                 raise unknown_name(source, "coral.llm4cs.model", m, registry)
         g = c["generation"]
         check_names(source, "coral.generation.models", g["models"], registry)
-        if g["models"]:
+        if g["models"] or any(x["answers"] for x in c["sft"].values()):
             if not c["retrievers"]:
                 raise ConfigError(f"{source}: coral.generation.models: generation shows the passages of a retrieval "
                                   "run, so coral.retrievers must not be empty")
@@ -140,7 +143,9 @@ class Coral(Study):
 
         from convrag.studies.coral.wiring import evaluation_files
 
-        arts = {"tasks": tasks_file(config, layout),
+        from convrag.studies.coral.plan import index_corpus
+
+        arts = {"tasks": tasks_file(config, layout), "corpus": layout.corpus(index_corpus(config)),
                 "retrieval": paths.retrieval_scores(layout) if config["coral"]["retrievers"] else None,
                 "generation": evaluation_files(config, layout, sweep=False) or None,
                 "history_sweep": evaluation_files(config, layout, sweep=True) or None,
@@ -161,7 +166,7 @@ class Coral(Study):
         from convrag.report.reproduction import benchmark_identity, retriever_identity
 
         from convrag.studies.coral.conversational import LLM4CS, session_policy
-        from convrag.studies.coral.plan import trained_on
+        from convrag.studies.coral.plan import generation_models, sft_generators, trained_on
 
         registry = config_registry(config)
         c = config["coral"]
@@ -173,10 +178,14 @@ class Coral(Study):
         data = benchmark_identity(config, c["benchmark"]) if c["benchmark"] else f"generated:{c['world']['corpus']}"
         run = {"data": [data],
                "retrievers": [retriever_identity(config, r) for r in c["retrievers"]],
-               "rewrite_model": c["rewrite"]["model"], "generation_models": list(c["generation"]["models"])}
+               "rewrite_model": c["rewrite"]["model"], "generation_models": list(c["generation"]["models"]),
+               "sft_generators": {n: {"base": b, "method": c["sft"][n]["method"]}
+                                  for n, b in sft_generators(config).items()}}
         if c["llm4cs"]:
             run["llm4cs_model"] = c["llm4cs"]["model"] or c["rewrite"]["model"]
-        return {"sizes": {m: registry[m].params_b for m in c["generation"]["models"]}, "queries": queries,
+        tuned = sft_generators(config)
+        return {"sizes": {m: registry[tuned.get(m, m)].params_b for m in generation_models(config)},
+                "sft_bases": tuned, "queries": queries,
                 "reproduction": run}
 
     def outputs(self, config, layout):
@@ -210,6 +219,14 @@ class Coral(Study):
         from convrag.studies.coral.estimate import estimate
 
         return estimate(config, measured, throughput)
+
+    def rehearsal_inputs(self, config, folder, questions=4, runs=2, seed=0):
+        """Synthetic score files at the paper grid's shape (coral.rehearsal)."""
+        from pathlib import Path
+
+        from convrag.studies.coral.rehearsal import rehearsal_inputs
+
+        return rehearsal_inputs(config, Path(folder), questions, runs, seed)
 
     def add_cli(self, sub):
         from convrag.studies.coral.cli import add_cli

@@ -67,22 +67,31 @@ def generator_size_table(table3: pd.DataFrame, sizes: dict) -> pd.DataFrame:
     return out[cols].sort_values(["params_b", "model"], kind="stable", na_position="last").reset_index(drop=True)
 
 
-def history_sweep_table(scores: pd.DataFrame) -> pd.DataFrame:
+def history_sweep_table(scores: pd.DataFrame, sft_bases: dict | None = None) -> pd.DataFrame:
     """Figure 4: per answering model and history length m (the last m earlier turns shown), the
     answers' BLEU-1 and ROUGE-L (x100), win / draw / lose against the golden response (% of the
-    decided comparisons), the mean input tokens and the number of answered turns."""
+    decided comparisons), the mean input tokens and the number of answered turns. A fine-tuned
+    generator (``sft_bases``: its name -> base model) is the curve after fine-tuning: ``sft``
+    true, ``base_model`` its base, ``rougeL_gain`` its relative ROUGE-L gain over the base at the
+    same m (tuned / base - 1; §5.4's +55% at m = 4); NaN for the other rows."""
     from convrag.studies.coral.evaluate import table3
 
+    sft_bases = sft_bases or {}
     if scores.empty:
         return pd.DataFrame(columns=["model", "m", "bleu1", "rougeL", "win", "draw", "lose", "compared",
-                                     "input_tokens", "tasks"])
+                                     "input_tokens", "tasks", "sft", "base_model", "rougeL_gain"])
     rows = []
     for (model, m), g in scores.groupby(["model", "max_history_turns"], sort=True):
         t = table3(g.assign(strategy=f"m={int(m)}")).iloc[0]
         rows.append({"model": model, "m": int(m), "bleu1": t["bleu1"], "rougeL": t["rougeL"], "win": t["win"],
                      "draw": t["draw"], "lose": t["lose"], "compared": int(t["compared"]),
-                     "input_tokens": t["input_tokens"], "tasks": int(t["tasks"])})
-    return pd.DataFrame(rows)
+                     "input_tokens": t["input_tokens"], "tasks": int(t["tasks"]), "sft": model in sft_bases,
+                     "base_model": sft_bases.get(model)})
+    out = pd.DataFrame(rows)
+    base = out.set_index(["model", "m"])["rougeL"].to_dict()
+    out["rougeL_gain"] = [(r.rougeL / base[(r.base_model, r.m)] - 1
+                           if r.sft and base.get((r.base_model, r.m)) else float("nan")) for r in out.itertuples()]
+    return out
 
 
 

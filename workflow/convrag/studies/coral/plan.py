@@ -81,9 +81,22 @@ def generation_run(config: dict) -> tuple[str, str]:
     return g["retriever"] or (c["retrievers"] or [None])[0], policy
 
 
+def sft_generators(config: dict) -> dict[str, str]:
+    """The fine-tuned generators that answer (``coral.sft.<name>.answers``): name -> base model."""
+    return {n: x["model"] for n, x in (config["coral"].get("sft") or {}).items()
+            if x["role"] == "generate" and x.get("answers")}
+
+
+def generation_models(config: dict) -> list[str]:
+    """Every answering model: ``generation.models``, then the answering fine-tuned generators
+    (the paper's -SFT rows of Tables 3 / 5 and Figure 4's curve after fine-tuning)."""
+    return list(config["coral"]["generation"]["models"]) + list(sft_generators(config))
+
+
 def generation_jobs(config: dict) -> list[dict]:
     g = config["coral"]["generation"]
-    return [dict(source=source(config), model=m, strategy=s) for m in g["models"] for s in g["strategies"]]
+    return [dict(source=source(config), model=m, strategy=s) for m in generation_models(config)
+            for s in g["strategies"]]
 
 
 SWEEP_PREFIX = "history_m"
@@ -100,8 +113,8 @@ def sweep_jobs(config: dict) -> list[dict]:
     sw = g["history_sweep"]
     if not sw:
         return []
-    return [dict(source=source(config), model=model, strategy=sweep_name(m), m=m) for model in g["models"]
-            for m in sw["m"]]
+    return [dict(source=source(config), model=model, strategy=sweep_name(m), m=m)
+            for model in generation_models(config) for m in sw["m"]]
 
 
 def sweep_m(name: str) -> int | None:
@@ -124,10 +137,11 @@ def model_jobs(config: dict) -> list[dict]:
     jobs += [dict(stage="retrieve", role="rewriter", model=llm4cs_model(config), samples=c["llm4cs"]["n"], **j)
              for j in llm4cs_jobs(config)]
     g, nli = c["generation"], c["evaluation"]["nli_model"]
-    sw = g["history_sweep"]
+    sw, tuned = g["history_sweep"], sft_generators(config)
     for j in generation_jobs(config) + sweep_jobs(config):
         strategy = sw["strategy"] if sweep_m(j["strategy"]) is not None else j["strategy"]
-        j = {k: v for k, v in j.items() if k != "m"}
+        # a fine-tuned generator is sized as its base model
+        j = {k: (tuned.get(v, v) if k == "model" else v) for k, v in j.items() if k != "m"}
         jobs.append(dict(stage="answer", role="reader", **j))
         if strategy == "llm_summary":
             jobs.append(dict(stage="answer", role="summariser", **{**j, "model": g["summary_model"] or j["model"]}))

@@ -33,6 +33,9 @@ Two steps, each its own function:
    ``out_dir/model`` with ``out_dir/training.json``. Everything is built in a staging folder and
    renamed at the end (:func:`convrag.retrieval.base.staging_dir`): a failed job leaves nothing.
    The merged folder is a plain registry model: ``weights: {path: <out_dir>/model}``.
+   ``method="full"`` (the paper's choice) updates every weight instead, without an adapter.
+   :func:`write_sft_registry` writes ``out_dir/registry.yaml``: the registry the run used plus
+   the fine-tuned model under its own name, so the answer stage loads it as any registry model.
 
 The paper's settings are the defaults: learning rate 1e-5, batch size 1, at most 4096 tokens
 (longer examples are cut at the end by TRL, ``truncation_mode="keep_start"``; one whose
@@ -55,6 +58,7 @@ from convrag.records import TurnTask
 
 __all__ = [
     "DEFAULT_LORA",
+    "METHODS",
     "REWRITE_PROMPT_FILE",
     "ROLES",
     "SFT_STRATEGIES",
@@ -63,9 +67,11 @@ __all__ = [
     "load_rewrite_prompts",
     "sft_examples",
     "train_sft",
+    "write_sft_registry",
 ]
 
 ROLES = ("rewrite", "generate")
+METHODS = ("lora", "full")  # LoRA (r 8: the laptop option) or every weight (the paper)
 SFT_STRATEGIES = ("raw_context", "last_response", "rewrite")
 CITATION_MODES = ("index", "none")
 REWRITE_PROMPT_FILE = REPO_ROOT / "resources" / "prompts" / "rag" / "rewrite.yaml"
@@ -264,12 +270,13 @@ def _versions() -> dict:
 def train_sft(examples: Sequence[Mapping], *, base_model: str, registry_path: str | Path, out_dir: str | Path,
               lora: Mapping | None = None, epochs: float = 1, max_steps: int | None = None, lr: float = 1e-5,
               batch_size: int = 1, max_length: int | None = 4096, seed: int = 0, gradient_checkpointing: bool = True,
-              role: str | None = None, examples_report: Mapping | None = None) -> dict:
+              role: str | None = None, examples_report: Mapping | None = None, method: str = "lora") -> dict:
     """LoRA-fine-tune registry model ``base_model`` on ``examples`` (from :func:`sft_examples`),
     merge the adapter and save the merged model to ``out_dir/model``; returns what is written to
     ``out_dir/training.json``.
 
-    ``lora``: ``{r, alpha, dropout, target_modules}`` (defaults :data:`DEFAULT_LORA`).
+    ``lora``: ``{r, alpha, dropout, target_modules}`` (defaults :data:`DEFAULT_LORA`); with
+    ``method="full"`` no adapter is made (``lora`` must then be empty) and every weight trains.
     ``max_steps`` (optimizer steps) overrides ``epochs`` when given. ``gradient_checkpointing``
     (TRL's default, on) saves memory on long examples at some speed. ``role`` and
     ``examples_report`` are only recorded. The registry entry's ``chat_template`` (if any) is the
@@ -294,7 +301,11 @@ def train_sft(examples: Sequence[Mapping], *, base_model: str, registry_path: st
         raise ConfigError(f"train_sft: max_length must be an integer >= 2 or None, got {max_length!r}")
     if not lr > 0 or not epochs > 0:
         raise ConfigError(f"train_sft: lr and epochs must be positive, got lr={lr!r}, epochs={epochs!r}")
-    peft_config, lora_used = _lora_config(lora)
+    if method not in METHODS:
+        raise ConfigError(f"train_sft: method {method!r} is not one of {', '.join(METHODS)}")
+    if method == "full" and lora:
+        raise ConfigError("train_sft: lora settings are given but method is 'full' (no adapter is trained)")
+    peft_config, lora_used = _lora_config(lora) if method == "lora" else (None, None)
     spec = get_spec(load_registry(registry_path), base_model)
     t0 = time.time()
     transformers.set_seed(seed)  # the LoRA matrices are initialised before the Trainer seeds
@@ -340,7 +351,7 @@ def train_sft(examples: Sequence[Mapping], *, base_model: str, registry_path: st
         final_loss = float(losses[-1]) if losses else float(result.training_loss)
         if not math.isfinite(final_loss):
             raise DataError(f"train_sft: the training loss is {final_loss} (diverged); nothing is saved")
-        merged = trainer.model.merge_and_unload()
+        merged = trainer.model.merge_and_unload() if method == "lora" else trainer.model
         merged.config.use_cache = True  # training turns the KV cache off in the config
         merged.save_pretrained(stage / "model", safe_serialization=True)
         tok.save_pretrained(stage / "model")
@@ -354,7 +365,7 @@ def train_sft(examples: Sequence[Mapping], *, base_model: str, registry_path: st
             "final_loss": final_loss, "mean_loss": float(result.training_loss), "losses": [float(x) for x in losses],
             "lr": lr, "batch_size": batch_size, "max_length": max_length, "max_steps": max_steps,
             "epochs_asked": epochs, "gradient_checkpointing": gradient_checkpointing,
-            "lora": lora_used, "seed": seed, "device": str(backend.device), "bf16_autocast": bool(args.bf16),
+            "method": method, "lora": lora_used, "seed": seed, "device": str(backend.device), "bf16_autocast": bool(args.bf16),
             "dtype": str(model.dtype).replace("torch.", ""),
             "chat_template_kwargs": spec.chat_template_kwargs, "seconds": round(time.time() - t0, 3),
             "versions": _versions(), "examples_report": dict(examples_report) if examples_report else None,
@@ -366,9 +377,47 @@ def train_sft(examples: Sequence[Mapping], *, base_model: str, registry_path: st
     return info
 
 
+def write_sft_registry(registry_path: str | Path, base_model: str, name: str, out_dir: str | Path) -> Path:
+    """``out_dir/registry.yaml``: every entry of ``registry_path`` plus ``name``, the base
+    model's entry with ``weights: {path: <out_dir>/model}`` (absolute; no revision: the folder is
+    the version), so a job given this registry loads the fine-tuned model by ``name`` with the
+    base's backend, dtype, context length, template and size."""
+    import yaml
+
+    data = yaml.safe_load(Path(registry_path).read_text(encoding="utf-8")) or {}
+    if base_model not in data:
+        raise ConfigError(f"{registry_path}: no model {base_model!r} to derive {name!r} from")
+    if name in data:
+        raise ConfigError(f"{registry_path}: the fine-tuned model's name {name!r} is already a registry model")
+    entry = {k: v for k, v in dict(data[base_model]).items() if k != "revision"}
+    entry["weights"] = {"path": str((Path(out_dir) / "model").resolve())}
+    entry["family"] = entry.get("family") or re.match(r"[A-Za-z]*", base_model).group(0).lower() or base_model
+    out = Path(out_dir) / "registry.yaml"
+    out.write_text(yaml.safe_dump({**data, name: entry}, sort_keys=False), encoding="utf-8")
+    return out
+
+
 # ---------------------------------------------------------------------------------------
 # CLI: convrag coral sft
 # ---------------------------------------------------------------------------------------
+
+
+def gold_passages(tasks: Sequence[TurnTask], corpus_path: str | Path, k: int) -> dict[str, list]:
+    """Each task's golden passages (``gold_docs`` with grade > 0, in grade then id order, at most
+    ``k``) with their corpus texts: what a generator trained on another split (no retrieval run
+    there) is shown. A golden id missing from the corpus is an error naming the task."""
+    from convrag.records import Passage, read_records
+
+    want = {d for t in tasks for d, g in t.gold_docs.items() if g > 0}
+    corpus = {p.doc_id: p for p in read_records(corpus_path, Passage) if p.doc_id in want}
+    out = {}
+    for t in tasks:
+        ids = sorted((d for d, g in t.gold_docs.items() if g > 0), key=lambda d: (-t.gold_docs[d], d))[:k]
+        gone = [d for d in ids if d not in corpus]
+        if gone:
+            raise DataError(f"{corpus_path}: golden passage {gone[0]!r} of task {t.task_id!r} is not in the corpus")
+        out[t.task_id] = [corpus[d] for d in ids]
+    return out
 
 
 def cmd_sft(a) -> None:
@@ -386,18 +435,22 @@ def cmd_sft(a) -> None:
         from convrag.rag.replay import shown_passages
         from convrag.studies.coral.generate import load_prompts
 
-        missing = [f"--{k}" for k in ("run", "run_queries", "corpus") if not getattr(a, k)]
+        need = ("corpus",) if a.gold_passages else ("run", "run_queries", "corpus")
+        missing = [f"--{k}" for k in need if not getattr(a, k)]
         if missing:
             raise ConfigError(f"coral sft: --role generate needs {', '.join(m.replace('_', '-') for m in missing)} "
                               "(the retrieval run whose top-k passages are shown)")
         prompts = load_prompts(a.prompts)
-        passages = shown_passages(tasks, a.run, a.run_queries, a.corpus, a.top_k)
+        passages = (gold_passages(tasks, a.corpus, a.top_k) if a.gold_passages
+                    else shown_passages(tasks, a.run, a.run_queries, a.corpus, a.top_k))
     examples, report = sft_examples(tasks, a.role, prompts, passages_by_task=passages, strategy=a.strategy,
                                     max_history_turns=a.max_history_turns, citations=a.citations)
     train_sft(examples, base_model=a.base_model, registry_path=a.registry, out_dir=a.out, lora=a.lora,
               epochs=a.epochs, max_steps=a.max_steps, lr=a.lr, batch_size=a.batch_size, max_length=a.max_length,
               seed=a.seed, gradient_checkpointing=not a.no_gradient_checkpointing, role=a.role,
-              examples_report=report)
+              examples_report=report, method=a.method)
+    if a.name:
+        write_sft_registry(a.registry, a.base_model, a.name, a.out)
     if a.report:
         write_json(a.report, report)
 
@@ -421,11 +474,16 @@ def add_sft_cli(sub) -> None:
     s.add_argument("--run-queries", default=None, help="generate: the run's queries JSONL")
     s.add_argument("--corpus", default=None, help="generate: passages JSONL")
     s.add_argument("--top-k", type=int, default=5)
+    s.add_argument("--gold-passages", action="store_true", help="generate: show each task's golden passages "
+                                                                 "(a training split has no retrieval run)")
     s.add_argument("--strategy", default="raw_context", help=f"generate: one of {', '.join(SFT_STRATEGIES)}")
     s.add_argument("--max-history-turns", type=int, default=None)
     s.add_argument("--citations", choices=CITATION_MODES, default="index",
                    help="generate: golden citations renumbered to the shown passages (index) or none")
+    s.add_argument("--method", choices=METHODS, default="lora", help="lora (an adapter, merged) or full (every weight)")
     s.add_argument("--lora", type=json_arg, default={}, help='JSON {"r", "alpha", "dropout", "target_modules"}')
+    s.add_argument("--name", default=None, help="write out/registry.yaml: --registry plus the fine-tuned model "
+                                                "under this name")
     s.add_argument("--epochs", type=float, default=1.0)
     s.add_argument("--max-steps", type=int, default=None, help="optimizer steps (overrides --epochs)")
     s.add_argument("--lr", type=float, default=1e-5)

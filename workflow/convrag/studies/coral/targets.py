@@ -29,12 +29,12 @@ def _generation(inputs, ctx):
     return table3(pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)) if files else pd.DataFrame()
 
 
-def _sweep(inputs):
+def _sweep(inputs, ctx):
     import pandas as pd
 
     files = inputs["history_sweep"]
     return A.history_sweep_table(pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
-                                 if files else pd.DataFrame())
+                                 if files else pd.DataFrame(), ctx.get("sft_bases"))
 
 
 def _fig_sizes(df, stem):
@@ -75,7 +75,15 @@ def _fig_judge(df, stem):
                          ylabel="% of decided comparisons")
 
 
+def _statistics(inputs, ctx):
+    """Table 1 / §3.3: the conversations' and the corpus's statistics."""
+    from convrag.studies.coral.cleaning import count_lines, dataset_statistics
+
+    return dataset_statistics(_tasks(inputs), count_lines(inputs["corpus"]))
+
+
 TARGETS = {t.name: t for t in [
+    Target("table1_statistics", "table", _statistics, inputs=("tasks", "corpus")),
     Target("table4_structure", "table", lambda i, c: A.structure_table(_tasks(i)), inputs=("tasks",)),
     Target("table2_retrieval", "table", lambda i, c: A.retrieval_table(_scores(i), c.get("queries")), inputs=("gold", "retrieval")),
     Target("table3_generation", "table", _generation, inputs=("generation",)),
@@ -83,7 +91,7 @@ TARGETS = {t.name: t for t in [
            inputs=("generation",)),
     Target("figure3_generator_size", "figure", lambda i, c: A.generator_size_table(_generation(i, c), c["sizes"]),
            _fig_sizes, inputs=("generation",)),
-    Target("figure4_history_length", "figure", lambda i, c: _sweep(i), _fig_sweep, inputs=("history_sweep",)),
+    Target("figure4_history_length", "figure", lambda i, c: _sweep(i, c), _fig_sweep, inputs=("history_sweep",)),
     Target("figure5_judge", "figure", _judge, _fig_judge, inputs=("generation",)),
     reproduction_target("coral"),
 ]}

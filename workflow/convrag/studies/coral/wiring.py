@@ -7,7 +7,8 @@ import json
 from convrag.layout import Layout
 from convrag.studies.coral import paths
 from convrag.studies.coral.plan import (constructed, domain, generation_jobs, generation_run, index_corpus,
-                                        llm4cs_model, run_jobs, source, sweep_jobs, sweep_m, trained_on)
+                                        llm4cs_model, run_jobs, sft_generators, source, sweep_jobs, sweep_m,
+                                        trained_on)
 
 
 def tasks_file(config: dict, L: Layout) -> str:
@@ -119,6 +120,11 @@ def sft_inputs(config: dict, L: Layout, prompts_dir: str, name: str) -> dict:
         tasks = L.benchmark_tasks(x["train"]) if x["train"] else tasks_file(config, L)
         return {"tasks": tasks, "prompts": config["coral"]["rewrite"]["prompt"] or f"{prompts_dir}/rag/rewrite.yaml"}
     ins = answer_inputs(config, L, prompts_dir)
+    if x["train"]:  # another split has no retrieval run: its golden passages are shown
+        from convrag.data.benchmarks import corpus_id
+
+        return {"tasks": L.benchmark_tasks(x["train"]), "corpus": L.corpus(corpus_id(x["train"], domain(config))),
+                "prompts": ins["prompts"]}
     return {k: ins[k] for k in ("tasks", "run", "queries", "corpus", "prompts")}
 
 
@@ -126,12 +132,40 @@ def sft_args(config: dict, name: str, registry: str) -> str:
     x = config["coral"]["sft"][name]
     args = [f"--role {x['role']} --base-model {x['model']} --registry {registry} --epochs {x['epochs']}",
             f"--lr {x['lr']} --batch-size {x['batch_size']} --max-length {x['max_length']} --seed {x['seed']}",
-            f"--lora {json.dumps(json.dumps(x['lora'], sort_keys=True))}"]
+            f"--method {x['method']} --name {name}"]
+    if x["method"] == "lora":
+        args.append(f"--lora {json.dumps(json.dumps(x['lora'], sort_keys=True))}")
     if x["max_steps"]:
         args.append(f"--max-steps {x['max_steps']}")
     if x["role"] == "generate":
-        args.append(f"--strategy {x['strategy']} --top-k {config['coral']['generation']['top_k']}")
+        args.append(f"--strategy {x['strategy']} --top-k {config['coral']['generation']['top_k']}"
+                    + (" --gold-passages" if x["train"] else ""))
     return " ".join(args)
+
+
+def answer_models(config: dict) -> list[str]:
+    """Every value of the rules' ``model`` wildcard: the generation models and the answering
+    fine-tuned generators (coral.sft.<name>.answers)."""
+    from convrag.studies.coral.plan import generation_models as all_models
+
+    return all_models(config)
+
+
+def registry_model(config: dict, model: str) -> str:
+    """The registry model a job's resources and environment follow: a fine-tuned generator's base."""
+    return sft_generators(config).get(model, model)
+
+
+def tuned_inputs(config: dict, L: Layout, model: str) -> dict:
+    """A fine-tuned generator's answer job also needs its model folder (the registry written
+    beside it names it); none for a registry model."""
+    return {"tuned": paths.sft(L, source(config), model)} if model in sft_generators(config) else {}
+
+
+def answer_registry(config: dict, L: Layout, model: str, registry: str) -> str:
+    """The registry an answer job reads: the run's, or the fine-tuned generator's own (the run's
+    plus the tuned model, written by ``convrag coral sft --name``)."""
+    return paths.sft(L, source(config), model) + "/registry.yaml" if model in sft_generators(config) else registry
 
 
 def models(config: dict, retriever: str, policy: str) -> list[str]:
@@ -225,4 +259,4 @@ def evaluate_gpu(config: dict, gpu_resources) -> dict:
 def generation_models(config: dict, model: str, name: str) -> list[str]:
     g = config["coral"]["generation"]
     strategy = history_strategy(config, name)
-    return [model] + ([g["summary_model"]] if strategy == "llm_summary" and g["summary_model"] else [])
+    return [registry_model(config, model)] + ([g["summary_model"]] if strategy == "llm_summary" and g["summary_model"] else [])
