@@ -43,6 +43,9 @@ def _row_reason(df: pd.DataFrame, i, col: str, given: dict) -> str:
     n = _count_column(df, col)
     if n is not None and row[n] == 0:
         return f"no items to compute it from ({n} = 0)"
+    if ("recovery" in col or col.startswith(("recap_ci", "snowball_ci"))) and {"f1_full", "f1_sharded"} <= set(df.columns) \
+            and row["f1_full"] - row["f1_sharded"] <= 0:
+        return "no positive FULL-SHARDED gap to recover"
     if col.startswith("rel_") and "f1_full" in df.columns and row["f1_full"] == 0:
         return "a relative change of a FULL F1 of 0 is undefined"
     if "job" in df.columns and "job" not in given:  # the accounting table: a column per key of the files

@@ -84,10 +84,10 @@ def _figure(**kw) -> Figure:
 
 def _canvas(n_panels: int, width_per: float, height: float = 3.6, max_cols: int = 3):
     """Panels in rows of at most ``max_cols`` (a wide figure is unreadable at any zoom), each
-    at most 9 inches wide; unused cells hidden. Returns the figure and the used axes."""
+    at most 6.5 inches wide; unused cells hidden. Returns the figure and the used axes."""
     ncol = 2 if n_panels == 4 and max_cols == 3 else min(n_panels, max_cols)
     nrow = -(-n_panels // ncol)
-    width = min(9.0, max(4.0, width_per))
+    width = min(6.5, max(4.0, width_per))
     fig = _figure(figsize=(width * ncol, height * nrow), layout="constrained")
     axes = np.atleast_1d(fig.subplots(nrow, ncol, sharey=True, squeeze=False).ravel())
     for ax in axes[n_panels:]:

@@ -69,6 +69,13 @@ def _fig_recovery(df, stem):
     from convrag.report import figures
 
     cols = [c for c in ("recap_recovery", "snowball_recovery") if c in df]
+    gap = df.f1_full - df.f1_sharded
+    if df[cols].isna().all().all() and (gap.dropna() <= 0).all():
+        return figures.placeholder(
+            stem, "no_positive_gap",
+            f"no cell has a positive FULL-SHARDED gap (mean F1 FULL - SHARDED <= 0 in all {len(df)} rows, one "
+            f"per dataset, model, retriever and policy, from {gap.min():.2f} to {gap.max():.2f}), so there is no "
+            f"share of a gap to recover; the rows are in the data file")
     d = df.assign(label=df.retriever + "/" + df.policy)
     figures.grouped_bars(d.melt(id_vars=["dataset", "label"], value_vars=cols, var_name="condition",
                                 value_name="recovery"),
