@@ -72,13 +72,11 @@ def test_the_plan_names_a_cell_for_every_resolved_number(lic_rag_rehearsal):
 def test_a_study_without_a_rehearsal_is_named_not_planned(capsys):
     from convrag.cli import main
 
-    cfg = str(REPO_ROOT / "config" / "tests" / "coral.yaml")
-    assert not get_study("coral").has_rehearsal and get_study("lic_rag").has_rehearsal
-    assert get_study("mtrag_un").has_rehearsal
-    assert main(["reproduction", "plan", "--config", cfg]) == 0
-    assert capsys.readouterr().out == "coral: no rehearsal yet (Study.rehearsal_inputs): not planned\n"
-    assert main(["reproduction", "plan", "--config", cfg, "--study", "coral"]) == 2
-    assert "coral: no rehearsal yet (Study.rehearsal_inputs): cannot plan" in capsys.readouterr().err
+    cfg = str(REPO_ROOT / "config" / "tests" / "cross.yaml")
+    assert not get_study("cross").has_rehearsal and get_study("lic_rag").has_rehearsal
+    assert get_study("mtrag_un").has_rehearsal and get_study("coral").has_rehearsal
+    assert main(["reproduction", "plan", "--config", cfg, "--study", "cross"]) == 2
+    assert "cross: no rehearsal yet (Study.rehearsal_inputs): cannot plan" in capsys.readouterr().err
 
 
 def test_the_paper_config_is_the_papers_grid_size(lic_rag_rehearsal):
@@ -205,3 +203,76 @@ def test_the_worse_labels_plan_resolves_every_mapped_number(worse_labels_rehears
     # an unavailable number says why (about the world: data, models or what the paper leaves unstated)
     assert df[df.status == "unavailable"].reason.str.len().gt(10).all()
     assert summary_line(df).startswith(f"resolved {len(resolved)} of {len(df)} published numbers")
+
+
+# ---- coral ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def coral_rehearsal(tmp_path_factory):
+    return _rehearsed("coral", tmp_path_factory, questions=2, runs=2)
+
+
+def test_the_coral_paper_grid_rehearses_at_full_shape(coral_rehearsal):
+    from convrag.studies.coral.plan import generation_jobs, run_jobs, sft_generators, sweep_jobs
+
+    cfg, study, out, tables = coral_rehearsal
+    c = cfg["coral"]
+    assert study.has_rehearsal
+    scores = pd.read_parquet(out / "inputs" / "retrieval.parquet")
+    assert set(scores[["retriever", "policy"]].itertuples(index=False, name=None)) == {
+        (j["retriever"], j["policy"]) for j in run_jobs(cfg)}
+    assert set(scores.measure) == set(c["measures"])
+    # Table 3 / 5: every generator x strategy, the fully fine-tuned generator among them
+    tuned = sft_generators(cfg)
+    assert tuned == {"qwen2.5-1.5b-sft": "qwen2.5-1.5b-instruct"}
+    assert c["sft"]["qwen2.5-1.5b-sft"]["method"] == "full"
+    n_models = len(c["generation"]["models"]) + 1
+    assert len(generation_jobs(cfg)) == n_models * len(c["generation"]["strategies"]) == 7 * 4
+    t3 = pd.read_csv(tables["table3_generation"])
+    assert set(t3[["model", "strategy"]].itertuples(index=False, name=None)) == {
+        (j["model"], j["strategy"]) for j in generation_jobs(cfg)}
+    t5 = pd.read_csv(tables["table5_generator_size"]).set_index(["model", "strategy"])
+    assert t5.loc[("qwen2.5-1.5b-sft", "raw_context"), "params_b"] == t5.loc[("qwen2.5-1.5b-instruct",
+                                                                               "raw_context"), "params_b"]
+    # Figure 4: every model x m, the curve after fine-tuning with its gain over the base
+    f4 = pd.read_csv(tables["figure4_history_length"])
+    assert len(f4) == len(sweep_jobs(cfg)) == n_models * 5
+    sft = f4[f4.model == "qwen2.5-1.5b-sft"].set_index("m")
+    base = f4[f4.model == "qwen2.5-1.5b-instruct"].set_index("m")
+    assert sft.sft.all() and (sft.base_model == "qwen2.5-1.5b-instruct").all()
+    assert sft.rougeL_gain.tolist() == pytest.approx((sft.rougeL / base.rougeL - 1).tolist())
+    assert f4[f4.model != "qwen2.5-1.5b-sft"].rougeL_gain.isna().all()
+    # Table 1: the rehearsal's 4 flows x 2 conversations x 3 turns
+    t1 = pd.read_csv(tables["table1_statistics"]).iloc[0]
+    assert (t1.conversations, t1.turns, t1.corpus_passages) == (8, 24, 8)
+    # every target of the study is built, the reproduction table too
+    assert set(tables) == set(study.targets())
+    for name in tables:
+        assert (out / "figures" / f"{name}.png").exists() or (out / "tables" / f"{name}.csv").exists(), name
+
+
+def test_the_coral_plan_accounts_for_every_published_number(coral_rehearsal):
+    cfg, study, out, tables = coral_rehearsal
+    df = plan(study, cfg, tables).set_index("id")
+    n = len(load_published(published_path("coral"), "coral").entries)
+    assert len(df) == n >= 42 and not (df.status == AMBIGUOUS).any()
+    assert (df.status == "unresolved").sum() == 0
+    # what no run here can give says why, about the world: QReCC, the SFT rewriter's second run
+    unavailable = df[df.status == "unavailable"]
+    assert unavailable.index.str.contains("_qrecc.").sum() == 10
+    assert unavailable.loc["table2.kd_ance_qrecc.MRR", "reason"].startswith("trained on QReCC")
+    assert "qwen2.5-1.5b-sft-rewrite" in unavailable.loc["table2.qwen2_5_1_5b_sft.MRR", "reason"]
+    # the formerly ambiguous mappings pick one row (ANCE; the mean of the three generators)
+    assert df.loc["table2.qwen2_5_1_5b.MRR", "row"] == "retriever=ance, policy=llm_rewrite"
+    repro = pd.read_csv(tables["reproduction"]).set_index("id")
+    for i in ("history_sft_gain.relative", "statistics.passages_per_turn", "input_tokens.raw_context"):
+        assert df.loc[i, "status"] == RESOLVED and math.isfinite(repro.loc[i, "ours"]), i
+    t3 = pd.read_csv(tables["table3_generation"])
+    three = t3[(t3.strategy == "raw_context") & t3.model.isin(
+        ["qwen2.5-7b-instruct", "mistral-7b-instruct-v0.3", "llama-3.1-8b-instruct"])]
+    assert len(three) == 3 and repro.loc["input_tokens.raw_context", "ours"] == pytest.approx(three.input_tokens.mean())
+    f4 = pd.read_csv(tables["figure4_history_length"])
+    gain = f4[(f4.model == "qwen2.5-1.5b-sft") & (f4.m == 4)].rougeL_gain.iloc[0]
+    assert repro.loc["history_sft_gain.relative", "ours"] == pytest.approx(gain)
+    assert summary_line(plan(study, cfg, tables)).startswith(f"resolved {(df.status == RESOLVED).sum()} of {n}")
