@@ -255,7 +255,8 @@ def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: st
 def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None, panel: str | None = None,
             xlabel: str = "", ylabel: str = "", diagonal: bool = False) -> tuple[Path, Path]:
     """Points (``x``, ``y``), coloured by ``label`` (the same colour in every panel), one panel
-    per value of ``panel``; ``diagonal`` draws y = x."""
+    per value of ``panel``; ``diagonal`` draws y = x. Labels drawn later get smaller points on
+    top, so points at the same place show as rings rather than hide each other."""
     _need(df, [x, y] + [c for c in (label, panel) if c], "scatter")
     panels = sorted(df[panel].unique(), key=str) if panel else [None]
     fig, axes = _canvas(len(panels), 4.5, 4.0)
@@ -264,8 +265,11 @@ def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None,
     handles = {}
     for ax, p in zip(axes, panels):
         d = df if p is None else df[df[panel] == p]
+        order = {k: j for j, k in enumerate(colours)}
         for key, g in (d.groupby(label, sort=True) if label else [("all", d)]):
-            handles[str(key)] = ax.scatter(g[x], g[y], s=18, color=colours.get(key, "C0"), label=str(key))
+            size = 16 + 26 * (len(colours) - 1 - order.get(key, 0)) if label else 18
+            handles[str(key)] = ax.scatter(g[x], g[y], s=size, color=colours.get(key, "C0"), label=str(key),
+                                           edgecolors="white", linewidths=0.5, zorder=2 + order.get(key, 0))
         if diagonal and len(vals):
             lo, hi = float(vals.min()), float(vals.max())
             ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")

@@ -45,7 +45,7 @@ def _fig_recall(df, stem):
 
     df = df[df.condition.isin(MULTI_TURN)]
     if df.empty:
-        return figures.placeholder(stem, "no_rows", "the grid has no multi-turn (SHARDED, RECAP, SNOWBALL) "
+        return figures.placeholder(stem, "no_multi_turn", "the grid has no multi-turn (SHARDED, RECAP, SNOWBALL) "
                                                     "conversation with retrieval")
     rcol = next(c for c in df.columns if c.startswith("recall@"))
     col = df.retriever if df.dataset.nunique() == 1 else df.dataset + " / " + df.retriever

@@ -1,0 +1,207 @@
+"""Every figure shows something, or is a placeholder whose stated reason is true of its data.
+
+Unit level: the figure helpers on small frames (per-panel x axes in ladder order, a measured 0
+drawn unlike a missing bar, distinct line styles, integer ticks, placeholders that carry their
+reason). Run level, with CONVRAG_TEST_GRID=DIR (a folder where the default has run, as
+tests/test_workflow.py takes it): every figure target the default builds is a non-empty image
+with coloured marks, or a placeholder of a known kind whose reason the test checks against the
+figure's own data file (docs/figures.md is the checklist these follow).
+"""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from convrag.report import figures
+from convrag.report.figures import grouped_bars, line_styles, lines, placeholder, placeholder_of
+from convrag.report.targets import Target, build_target
+
+MULTI_TURN = ("SHARDED", "RECAP", "SNOWBALL")
+
+
+def _pixels(png) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(png) as im:
+        return np.asarray(im.convert("RGB"), dtype=float)
+
+
+MIN_MARK = 100  # coloured pixels a bar, line, point or heatmap cell leaves at the least
+
+
+def coloured_pixels(png, width: float = 0.8) -> int:
+    """Pixels with a clear colour (not white, grey or black: bars, lines, points, heatmap cells)
+    in the left ``width`` of the image; the helpers put the legend at the right, so its
+    coloured swatches do not count as marks."""
+    a = _pixels(png)
+    a = a[:, : int(a.shape[1] * width)]
+    return int(((a.max(axis=2) - a.min(axis=2)) > 60).sum())
+
+
+def _recovery_gaps(df: pd.DataFrame) -> pd.Series:
+    return df["gap"] if "gap" in df else df["f1_full"] - df["f1_sharded"]
+
+
+def check_placeholder(kind: str, reason: str, data: pd.DataFrame) -> None:
+    """The claim of each placeholder kind, checked on the figure's data (independently of the
+    code that drew it)."""
+    if kind == "no_rows":
+        assert data.empty, f"placeholder says no rows, data has {len(data)}"
+    elif kind == "no_multi_turn":
+        assert data.empty or not data["condition"].isin(MULTI_TURN).any()
+    elif kind == "no_positive_gap":
+        rec = [c for c in data.columns if "recovery" in c]
+        assert rec and data[rec].isna().all().all(), "a recovery is plotted-worthy"
+        gaps = _recovery_gaps(data).dropna()
+        assert (gaps <= 0).all(), f"a positive gap exists: {gaps.max()}"
+        assert f"in all {len(data)} rows" in reason
+        assert f"from {gaps.min():.2f} to {gaps.max():.2f}" in reason
+    else:
+        raise AssertionError(f"unknown placeholder kind {kind!r} ({reason})")
+
+
+# ---- unit level -----------------------------------------------------------------------------
+
+
+def test_placeholder_round_trip(tmp_path):
+    reason = placeholder(tmp_path / "p", "no_rows", "nothing here")
+    assert reason == "nothing here"
+    assert placeholder_of(tmp_path / "p.png") == ("no_rows", "nothing here")
+    assert (tmp_path / "p.pdf").read_bytes()[:5] == b"%PDF-"
+    png, _ = grouped_bars(pd.DataFrame({"x": ["a"], "h": ["h"], "y": [0.5]}), tmp_path / "bars", x="x", hue="h", y="y")
+    assert placeholder_of(png) is None and coloured_pixels(png) > MIN_MARK
+
+
+def test_grouped_bars_axes_per_panel_in_ladder_order(tmp_path, monkeypatch):
+    seen = {}
+    real = figures._canvas
+
+    def spy(*a, **k):
+        fig, axes = real(*a, **k)
+        seen["axes"] = axes
+        return fig, axes
+
+    monkeypatch.setattr(figures, "_canvas", spy)
+    df = pd.DataFrame({"slice": ["mtrag"] * 3 + ["recor"] * 4,
+                       "rung": ["last_bm25", "rewrite_bm25", "dense", "bm25_turn", "fusion", "dense", "hybrid"],
+                       "labeller": "m", "precision": [1, 0, np.nan, 0.8, 0.4, 0.2, 0.4]})
+    grouped_bars(df, tmp_path / "f", x="rung", hue="labeller", y="precision", panel="slice")
+    labels = [[t.get_text() for t in ax.get_xticklabels()] for ax in seen["axes"]]
+    assert labels == [["last_bm25", "rewrite_bm25", "dense"], ["bm25_turn", "fusion", "dense", "hybrid"]]
+    texts = [t.get_text() for t in seen["axes"][0].texts]
+    assert texts == ["0", "n/a"]  # a measured 0 and a NaN are both marked, unlike a missing cell
+
+
+def test_panels_wrap_and_stay_readable(tmp_path):
+    df = pd.DataFrame({"facet": np.repeat(["a", "b", "c", "d"], 10), "value": [f"v{i}" for i in range(40)],
+                       "what": "tasks", "share": 0.1})
+    png, _ = grouped_bars(df, tmp_path / "dist", x="value", hue="what", y="share", panel="facet")
+    h, w, _ = _pixels(png).shape
+    assert w < 2400 and w / h < 3  # four panels in a 2 x 2 grid, not 7,815 x 557
+
+
+def test_line_styles_separate_thirty_lines():
+    df = pd.DataFrame([(r, c, p) for r in ["bm25", "dense", "hipporag2", "pog", "raptor"]
+                       for c in MULTI_TURN for p in ["current", "history"]], columns=["retriever", "condition", "policy"])
+    styles = line_styles(df, ["retriever", "condition", "policy"])
+    looks = {(s["color"], s["ls"], s["marker"]) for s in styles.values()}
+    assert len(styles) == 30 and len(looks) == 30
+
+
+def test_lines_integer_ticks_and_n(tmp_path, monkeypatch):
+    seen = {}
+    real = figures._canvas
+
+    def spy(*a, **k):
+        fig, axes = real(*a, **k)
+        seen["axes"] = axes
+        return fig, axes
+
+    monkeypatch.setattr(figures, "_canvas", spy)
+    df = pd.DataFrame({"m": [1, 2, 1, 2], "value": [19.1, 21.2, 0.0, 0.0], "model": "s",
+                       "measure": ["rougeL", "rougeL", "draw", "draw"], "n": [4, 3, 4, 3]})
+    lines(df, tmp_path / "l", x="m", y="value", group=["model"], panel="measure", n="n")
+    ax = seen["axes"][0]
+    assert list(ax.get_xticks()) == [1, 2]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1\nn=4", "2\nn=3"]
+
+
+def test_build_target_writes_a_true_placeholder(tmp_path):
+    class Fake:
+        key = "fake"
+
+        def all_targets(self):
+            return {"empty": Target("empty", "figure", lambda i, c: pd.DataFrame(), lambda df, stem: None),
+                    "gapless": Target("gapless", "figure", lambda i, c: gapless, _recovery_plot)}
+
+        def caption(self, name):
+            return f"Figure {name}."
+
+    gapless = pd.DataFrame({"retriever": ["bm25", "dense"], "gap": [0.0, -0.33], "recovery": [np.nan, np.nan]})
+
+    def _recovery_plot(df, stem):
+        from convrag.studies.lic_rag.targets import _fig_recovery_policy
+
+        return _fig_recovery_policy(df.assign(dataset="d", condition="RECAP", ci_low=np.nan, ci_high=np.nan), stem)
+
+    for name in ("empty", "gapless"):
+        build_target(Fake(), name, {}, {}, str(tmp_path / name))
+        kind, reason = placeholder_of(tmp_path / f"{name}.png")
+        data = pd.read_csv(tmp_path / f"{name}.csv") if (tmp_path / f"{name}.csv").stat().st_size > 1 else pd.DataFrame()
+        check_placeholder(kind, reason, data)
+        assert f"(Placeholder: {reason}.)" in (tmp_path / f"{name}.md").read_text()
+    assert placeholder_of(tmp_path / "gapless.png")[0] == "no_positive_gap"
+    # a positive gap: the claim would be false, so bars are drawn instead
+    gapless.loc[0, ["gap", "recovery"]] = [0.2, 0.5]
+    build_target(Fake(), "gapless", {}, {}, str(tmp_path / "drawn"))
+    assert placeholder_of(tmp_path / "drawn.png") is None
+
+
+def test_check_placeholder_rejects_a_false_reason():
+    data = pd.DataFrame({"gap": [0.1, -0.2], "recovery": [np.nan, np.nan]})
+    with pytest.raises(AssertionError, match="positive gap"):
+        check_placeholder("no_positive_gap", "in all 2 rows, from -0.20 to 0.10", data)
+    with pytest.raises(AssertionError):
+        check_placeholder("no_rows", "", data)
+
+
+# ---- the default run --------------------------------------------------------------------------
+
+
+def _grid() -> Path | None:
+    given = os.environ.get("CONVRAG_TEST_GRID")
+    return Path(given) / "results" if given else None
+
+
+def _default_figures():
+    from convrag.config import load_config
+    from convrag.layout import layout
+    from convrag.resources import REPO_ROOT
+    from convrag.studies import active_studies
+
+    cfg = load_config(REPO_ROOT / "config" / "config.yaml")
+    out = []
+    for study in active_studies(cfg):
+        targets = study.all_targets()
+        out += [(study.key, n) for n in study.built_targets(cfg, layout(cfg)) if targets[n].kind == "figure"]
+    return out
+
+
+@pytest.mark.skipif(_grid() is None, reason="CONVRAG_TEST_GRID names no finished default run")
+@pytest.mark.parametrize("study,name", _default_figures() if _grid() else [])
+def test_default_run_figure_shows_something_or_says_why(study, name):
+    stem = _grid() / study / "figures" / name
+    png = stem.with_suffix(".png")
+    assert png.exists() and png.stat().st_size > 2000, png
+    data = pd.read_csv(stem.with_suffix(".csv")) if stem.with_suffix(".csv").stat().st_size > 1 else pd.DataFrame()
+    mark = placeholder_of(png)
+    if mark is None:
+        assert not data.empty, f"{name}: a plot of no rows"
+        # more than a legend's swatches (about 100 pixels each): some bar, line, point or cell
+        assert coloured_pixels(png) > MIN_MARK, f"{name}: no coloured mark in the image"
+    else:
+        check_placeholder(*mark, data)
+        assert f"(Placeholder: {mark[1]}.)" in stem.with_suffix(".md").read_text()
