@@ -72,3 +72,83 @@ def test_count_lines_counts_records(tmp_path):
     f = tmp_path / "c.jsonl"
     f.write_text('{"a": 1}\n\n{"a": 2}\n')
     assert C.count_lines(f) == 2
+
+
+def test_clean_tasks_keeps_the_citations_the_filters_keep():
+    long = "Hedda Korsvik paid for the first telescope of the Velmar Observatory with money from her family farm."
+    corpus = {"101": long,                                                   # 17 words, English: kept
+              "102": "Hedda sold the orchard.",                               # 4 words: too short
+              "103": "Korsvik orchard sale: " + "日本語 " * 14 + "and more words here.",  # non-English share > 0.3
+              "104": "A list of rivers and lakes in the northern region of the country, " * 2}  # unrelated
+    marked = "Hedda Korsvik paid for the first telescope.[101][104] She sold an orchard.[102][103] [citation needed]"
+    t = TurnTask(task_id="c_1", benchmark="x", conversation_id="c", turn=1, history=[], question="q?",
+                 reference_answers=["..."], gold_docs={"101": 1, "102": 1, "103": 1, "104": 1},
+                 labels={"reference_with_citations": marked, "cited_passages": ["101", "104", "102", "103"],
+                         "n_citations": 4, "has_gold": True})
+    plain = TurnTask(task_id="c_2", benchmark="x", conversation_id="c", turn=2, history=[], question="q?",
+                     labels={"cited_passages": []})
+    assert C.non_english_share(corpus["103"]) > 0.3 and not C.too_short(corpus["103"])
+    # sentence 1's content words {hedda, korsvik, paid, first, telescope}: 101 has all 5 (1.0), 104 none (0.0)
+    assert C.term_recall("Hedda Korsvik paid for the first telescope.", corpus["101"]) == 1.0
+    assert C.term_recall("Hedda Korsvik paid for the first telescope.", corpus["104"]) == 0.0
+    (out, same), rep = C.clean_tasks([t, plain], corpus)
+    assert same is plain
+    assert out.labels["reference_with_citations"] == (
+        "Hedda Korsvik paid for the first telescope.[101] She sold an orchard. [citation needed]")
+    assert out.labels["cited_passages"] == ["101"] and out.gold_docs == {"101": 1}
+    assert out.labels["n_citations"] == 1 and out.labels["has_gold"]
+    assert rep["citations"] == 4 and rep["kept"] == 1 and rep["turns_losing_gold"] == 0
+    assert rep["dropped"] == {"too_short": 1, "non_english": 1, "term_recall": 1}
+    with pytest.raises(ValueError, match="cited passage '101' is not in the corpus"):
+        C.clean_tasks([t], {})
+
+
+def test_contextualise_applies_the_filters_to_the_default_world(tmp_path, monkeypatch):
+    """`convrag coral contextualise --cleaning --corpus` on the default config's world (scripted
+    questions instead of the LLM): the written tasks are clean_tasks of the unfiltered ones."""
+    import argparse
+    import json
+
+    from convrag.config import REPO_ROOT, load_config
+    from convrag.data.miniworld import build_world
+    from convrag.io import read_json, write_jsonl
+    from convrag.llm.types import Response
+    from convrag.rag.jobs import Job
+    from convrag.records import read_records
+    from convrag.studies.coral.cli import add_cli
+    from convrag.studies.coral.construct import read_trees, sample_flows
+    from convrag.studies.coral.world import page_records
+
+    class Questions:
+        def generate(self, reqs, desc=None):
+            return [Response(text="Question: What about it?", prompt_tokens=1, completion_tokens=1,
+                             finish_reason="stop") for _ in reqs]
+
+    monkeypatch.setattr(Job, "engine", lambda self, model, role, template_kwargs=None: Questions())
+    cfg = load_config(REPO_ROOT / "config" / "config.yaml")
+    w = cfg["coral"]["world"]
+    block = cfg["corpora"][w["corpus"]]
+    pages = page_records(w["corpus"], block)
+    write_jsonl(tmp_path / "pages.jsonl", pages)
+    write_jsonl(tmp_path / "flows.jsonl", sample_flows(read_trees(pages), w["samplers"], w["turns"], w["long_share"],
+                                                       w["seed"])[0])
+    world = build_world({**block["spec"], "name": w["corpus"]}, block["seed"])
+    write_jsonl(tmp_path / "corpus.jsonl", world.passages)
+    p = argparse.ArgumentParser()
+    add_cli(p.add_subparsers(dest="cmd"))
+    base = ["contextualise", "--pages", str(tmp_path / "pages.jsonl"), "--flows", str(tmp_path / "flows.jsonl"),
+            "--prompts", str(REPO_ROOT / "resources" / "prompts" / "coral" / "contextualise.yaml"), "--model", "m",
+            "--registry", "r", "--cache", str(tmp_path / "cache")]
+    outs = {}
+    for name, extra in (("plain", []), ("clean", ["--cleaning", '{"min_recall": 0.3}', "--corpus",
+                                                  str(tmp_path / "corpus.jsonl")])):
+        a = p.parse_args(base + extra + ["--out", str(tmp_path / f"{name}.jsonl"), "--accounting",
+                                         str(tmp_path / f"{name}.acc.json"), "--report", str(tmp_path / f"{name}.json")])
+        a.fn(a)
+        outs[name] = read_records(tmp_path / f"{name}.jsonl", TurnTask)
+    corpus = {x.doc_id: x.text for x in world.passages}
+    expected, rep = C.clean_tasks(outs["plain"], corpus)
+    assert [t.to_dict() for t in outs["clean"]] == [json.loads(json.dumps(t.to_dict())) for t in expected]
+    assert read_json(tmp_path / "clean.json")["cleaning"] == json.loads(json.dumps(rep))
+    assert rep["citations"] > 0 and rep["kept"] + sum(rep["dropped"].values()) == rep["citations"]
+    print("default world citations:", rep)

@@ -302,3 +302,22 @@ def test_judges_config_check_and_wiring():
         _validate(lambda c: c["coral"].update(evaluation={"judges": ["gpt-9"]}))
     with pytest.raises(ConfigError, match="already the compare model"):
         _validate(lambda c: c["coral"].update(evaluation={"judges": ["smollm2-135m"]}))
+
+
+def test_cleaning_config_and_wiring():
+    """coral.world.cleaning (§3.1's filters): off by default; on, the contextualise job reads the
+    world's corpus and passes the thresholds (schema defaults: 16 words, 0.3, 0.3)."""
+    from convrag.layout import Layout
+    from convrag.studies.coral.wiring import contextualise_args, contextualise_inputs
+
+    off = _validate()
+    L = Layout(off["results_dir"])
+    assert off["coral"]["world"]["cleaning"] is None and "corpus" not in contextualise_inputs(off, L, "P")
+    assert "--cleaning" not in contextualise_args(off, "R", "C")
+    on = _validate(lambda c: c["coral"]["world"].update(cleaning={"min_recall": 0.5}))
+    assert on["coral"]["world"]["cleaning"] == {"min_words": 16, "max_non_english": 0.3, "min_recall": 0.5}
+    assert contextualise_inputs(on, L, "P")["corpus"] == L.corpus(on["coral"]["world"]["corpus"])
+    assert contextualise_args(on, "R", "C").endswith(
+        ' --cleaning "{\\"max_non_english\\": 0.3, \\"min_recall\\": 0.5, \\"min_words\\": 16}"')
+    with pytest.raises(ConfigError, match="coral.world.cleaning.max_non_english"):
+        _validate(lambda c: c["coral"]["world"].update(cleaning={"max_non_english": 2}))

@@ -64,9 +64,7 @@ rule coral_flows:
 # The two LLM steps: full question from the keyword chain, then its conversational form.
 rule coral_contextualise:
     input:
-        pages=coral_paths.pages(L, "{source}"),
-        flows=coral_paths.flows(L, "{source}"),
-        prompts=f"{PROMPTS}/{CORAL['contextualise']['prompt']}",
+        unpack(lambda wc: coral_wiring.contextualise_inputs(config, L, PROMPTS)),
     output:
         tasks=coral_paths.tasks(L, "{source}"),
         accounting=coral_paths.tasks(L, "{source}", "accounting.json"),
@@ -85,9 +83,12 @@ rule coral_contextualise:
         gpu_model=gpu_resources(CORAL["contextualise"]["model"]).get("gpu_model", ""),
     params:
         args=lambda wc: coral_wiring.contextualise_args(config, REGISTRY, CACHE),
+        corpus=lambda wc, input: (
+            f"--corpus {input.corpus}" if "corpus" in input.keys() else ""
+        ),
     shell:
         "convrag coral contextualise --pages {input.pages} --flows {input.flows} --prompts {input.prompts}"
-        " {params.args} --threads {threads} --out {output.tasks} --accounting {output.accounting}"
+        " {params.args} {params.corpus} --threads {threads} --out {output.tasks} --accounting {output.accounting}"
         " --report {output.report} 2> {log}"
 
 

@@ -85,6 +85,65 @@ def supported_citations(sentence: str, cited: Mapping[str, str], min_recall: flo
     return [pid for pid, text in cited.items() if term_recall(sentence, text) > min_recall]
 
 
+_MARKED = re.compile(r"((?:\[[^\[\]]+\])+)")  # a run of citation markers after a sentence
+_MARKER = re.compile(r"\[([^\[\]]+)\]")
+
+
+def clean_tasks(tasks: Sequence, corpus: Mapping[str, str], *, min_words: int = MIN_WORDS,
+                max_non_english: float = MAX_NON_ENGLISH, min_recall: float = MIN_RECALL) -> tuple[list, dict]:
+    """The filters applied to built conversations (TurnTasks with ``labels.reference_with_citations``
+    and ``labels.cited_passages``, as :mod:`convrag.studies.coral.contextualise` writes them):
+    a citation ``[doc id]`` stays only when the passage (``corpus``: doc id -> text) passes
+    :func:`clean_passages` and :func:`term_recall` of the text before the marker run (since the
+    previous run) exceeds ``min_recall``. ``cited_passages``, ``gold_docs``, ``n_citations`` and
+    ``has_gold`` follow the kept citations; a marker that names no cited passage (``[citation
+    needed]``) is left as it is. Returns (new tasks, report: ``citations`` given and kept,
+    ``dropped`` by reason, ``turns_losing_gold``)."""
+    from dataclasses import replace
+
+    cited_ids = {d for t in tasks for d in t.labels.get("cited_passages") or []}
+    missing = sorted(cited_ids - set(corpus))
+    if missing:
+        raise ValueError(f"clean_tasks: cited passage {missing[0]!r} is not in the corpus ({len(missing)} missing)")
+    _, rep = clean_passages(({"id": d, "text": corpus[d]} for d in sorted(cited_ids)), min_words, max_non_english)
+    bad = {d: why for why, ids in rep["dropped_ids"].items() for d in ids}
+    dropped = {"too_short": 0, "non_english": 0, "term_recall": 0}
+    given = kept_n = lost = 0
+    out = []
+    for t in tasks:
+        marked = t.labels.get("reference_with_citations")
+        cited = set(t.labels.get("cited_passages") or [])
+        if not isinstance(marked, str) or not cited:
+            out.append(t)
+            continue
+        parts, last, order = [], 0, []
+        for m in _MARKED.finditer(marked):
+            sentence = marked[last:m.start()]
+            keep = []
+            for ref in _MARKER.findall(m.group(1)):
+                if ref not in cited:
+                    keep.append(ref)
+                    continue
+                given += 1
+                why = bad.get(ref) or ("term_recall" if term_recall(sentence, corpus[ref]) <= min_recall else None)
+                if why:
+                    dropped[why] += 1
+                else:
+                    kept_n += 1
+                    keep.append(ref)
+                    order += [ref] if ref not in order else []
+            parts.append(sentence + "".join(f"[{r}]" for r in keep))
+            last = m.end()
+        parts.append(marked[last:])
+        n = sum(1 for m in _MARKER.finditer("".join(parts)) if m.group(1) in cited)
+        lost += bool(t.gold_docs) and not order
+        labels = {**t.labels, "reference_with_citations": "".join(parts), "cited_passages": order,
+                  "n_citations": n, "has_gold": bool(order)}
+        out.append(replace(t, labels=labels, gold_docs={d: 1 for d in order}))
+    return out, {"citations": given, "kept": kept_n, "dropped": dropped, "turns_losing_gold": lost,
+                 "min_words": min_words, "max_non_english": max_non_english, "min_recall": min_recall}
+
+
 # ---------------------------------------------------------------------------------------
 # §3.3 / Table 1: what the conversations and the corpus amount to
 # ---------------------------------------------------------------------------------------

@@ -37,6 +37,15 @@ def cmd_contextualise(a):
         tasks, report = build_conversations(read_trees(pages), read_jsonl(a.flows), engine, load_prompts(a.prompts),
                                             ref_to_doc={p["page_id"]: p["refs"] for p in pages},
                                             sampling=sampling, seed=a.seed, max_tries=a.tries)
+        if a.cleaning:  # §3.1's filters on the citations (convrag.studies.coral.cleaning)
+            from convrag.errors import ConfigError
+            from convrag.records import Passage, read_records
+            from convrag.studies.coral.cleaning import clean_tasks
+
+            if not a.corpus:
+                raise ConfigError("coral contextualise: --cleaning needs --corpus (the cited passages' texts)")
+            tasks, report["cleaning"] = clean_tasks(tasks, {p.doc_id: p.text for p in read_records(a.corpus, Passage)},
+                                                    **a.cleaning)
         job.write({a.out: tasks}, a.accounting, first=[(a.report, lambda p: write_json(p, report))])
 
 
@@ -240,6 +249,9 @@ def add_cli(sub) -> None:
     s.add_argument("--temperature", type=float, default=0.7)
     s.add_argument("--top-p", type=float, default=1.0)
     s.add_argument("--tries", type=int, default=5)
+    s.add_argument("--cleaning", type=json_arg, default=None,
+                   help='JSON {"min_words", "max_non_english", "min_recall"}: the §3.1 filters (needs --corpus)')
+    s.add_argument("--corpus", default=None, help="with --cleaning: the world's passages JSONL")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--threads", type=int, default=None)
 

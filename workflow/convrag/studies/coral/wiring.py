@@ -30,9 +30,20 @@ def flows_args(config: dict) -> str:
 
 def contextualise_args(config: dict, registry: str, cache: str) -> str:
     x = config["coral"]["contextualise"]
+    cleaning = config["coral"]["world"].get("cleaning")
     return (f"--model {x['model']} --registry {registry} --cache {cache} --max-tokens {x['max_tokens']} "
             f"--temperature {x['temperature']} --top-p {x['top_p']} --tries {x['tries']} "
-            f"--seed {config['coral']['world']['seed']}")
+            f"--seed {config['coral']['world']['seed']}"
+            + (f" --cleaning {json.dumps(json.dumps(cleaning, sort_keys=True))}" if cleaning else ""))
+
+
+def contextualise_inputs(config: dict, L: Layout, prompts_dir: str) -> dict:
+    """The pages, flows and prompt file; the world's corpus too when the §3.1 filters are on."""
+    ins = {"pages": paths.pages(L, source(config)), "flows": paths.flows(L, source(config)),
+           "prompts": f"{prompts_dir}/{config['coral']['contextualise']['prompt']}"}
+    if config["coral"]["world"].get("cleaning"):
+        ins["corpus"] = L.corpus(index_corpus(config))
+    return ins
 
 
 def run_files(config: dict, L: Layout, ext: str = "trec") -> list[str]:
