@@ -90,6 +90,8 @@ def test_table2_by_hand():
     assert row["n_no_status_no_docs"] == 1 and row["n_no_status_false_miss"] == 1
     assert row["n_no_status_true_miss"] == 0
     assert row["n_unlabelled"] == 1  # t4
+    # every response of A on r1's eight contexts: t2's has no status line
+    assert (row["n_reads"], row["n_no_status"], row["share_no_status"]) == (8, 1, pytest.approx(1 / 8))
 
 
 def test_table2_dialogue_clusters_and_partial_insufficient():

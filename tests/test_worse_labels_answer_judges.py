@@ -204,7 +204,7 @@ def test_answer_judges_per_judge_and_largest_difference_by_hand():
 
 
 def _changed(rows):
-    keys = ["slice", "comparison", "reader", "first", "second", "defined", "changed"]
+    keys = ["slice", "comparison", "reader", "rung", "first", "second", "defined", "changed", "base_label"]
     return pd.DataFrame([dict(zip(keys, r)) for r in rows])
 
 
@@ -214,13 +214,19 @@ def _per_judge(rows):
 
 
 def test_judge_survival_by_hand():
+    # rows as followups.changed_all writes them (the 258 enumeration): pairwise families name their
+    # two rungs (refusal_rungs) or readers (refusal_readers) in first / second, per-cell ones a reader x rung
+    Q = "qrels"
     changed = _changed([
-        ("s", "refusal_rungs", "A", "r1", "r2", True, True),   # c1: survives J1 only
-        ("s", "refusal_rungs", "A", "r1", "r3", True, True),   # c2: J2 scores no false miss on r3: not checkable
-        ("s", "refusal_rungs", "B", "r1", "r2", True, True),   # c3: survives both
-        ("s", "refusal_rungs", "B", "r1", "r3", True, False),  # unchanged
-        ("s", "auroc_rungs", "A", "r1", "r2", True, True),     # not refusal-based
-        ("s", "refusal_rungs", "A", "r2", "r3", False, False),  # undefined
+        ("s", "refusal_rungs", "A", None, "r1", "r2", True, True, Q),     # c1: J1 > 0 on A@r1, A@r2; J2 not on A@r2
+        ("s", "refusal_rungs", "A", None, "r1", "r3", True, True, Q),     # J2 scores no false miss on A@r3: not checkable
+        ("s", "refusal_readers", None, "r1", "A", "B", True, True, Q),    # c2: cells A@r1, B@r1 > 0 under both
+        ("s", "refusal_gap", "B", "r2", None, None, True, True, Q),       # c3: cell B@r2 > 0 under both
+        ("s", "contrast_2b_2c", "A", "r2", None, None, True, True, Q),    # c4: cell A@r2: J1 0.1 > 0, J2 -0.1
+        ("s", "refusal_rungs", "B", None, "r1", "r3", True, False, Q),    # unchanged
+        ("s", "auroc_rungs", "A", None, "r1", "r2", True, True, Q),       # not refusal-based
+        ("s", "refusal_rungs", "A", None, "r2", "r3", False, False, Q),   # undefined
+        ("s", "refusal_gap", "B", "r2", None, None, True, True, "phi"),   # a judge-swap row: not the qrels rows
     ])
     per = _per_judge([
         ("s", "A", "r1", "J1", 5, 0.2), ("s", "A", "r2", "J1", 4, 0.1), ("s", "A", "r3", "J1", 3, 0.3),
@@ -231,10 +237,16 @@ def test_judge_survival_by_hand():
     out = AJ.judge_survival(changed, per, ["J1", "J2"])
     assert list(out.columns) == AJ.SURVIVAL_COLUMNS
     by = out.set_index("judge")
-    assert by["n_refusal_changed"].tolist() == [3, 3, 3] and by["n_checkable"].tolist() == [2, 2, 2]
-    assert by.loc["J1", "n_survive"] == 2 and by.loc["J1", "surviving"] == "A:r1->r2; B:r1->r2"
-    assert by.loc["J2", "n_survive"] == 1 and by.loc["J2", "surviving"] == "B:r1->r2"
-    assert by.loc[AJ.EVERY, "n_survive"] == 1 and by.loc[AJ.EVERY, "surviving"] == "B:r1->r2"
+    # refusal-based and changed: c1, the A r1->r3 pair, c2, c3, c4 = 5; checkable: all but A r1->r3 = 4
+    assert by["n_refusal_changed"].tolist() == [5, 5, 5] and by["n_checkable"].tolist() == [4, 4, 4]
+    c1, c2 = "refusal_rungs:A:r1->r2", "refusal_readers:r1:A->B"
+    c3, c4 = "refusal_gap:B@r2", "contrast_2b_2c:A@r2"
+    assert by.loc["J1", "n_survive"] == 4 and by.loc["J1", "surviving"] == "; ".join([c1, c2, c3, c4])
+    assert by.loc["J2", "n_survive"] == 2 and by.loc["J2", "surviving"] == "; ".join([c2, c3])
+    assert by.loc[AJ.EVERY, "n_survive"] == 2 and by.loc[AJ.EVERY, "surviving"] == "; ".join([c2, c3])
+    # the judge-swap rows are another enumeration: asked for, only they count (one row, B@r2 > 0 under both)
+    swap = AJ.judge_survival(changed, per, ["J1", "J2"], base="phi").set_index("judge")
+    assert swap.loc[AJ.EVERY, "n_checkable"] == 1 and swap.loc[AJ.EVERY, "surviving"] == c3
     with pytest.raises(DataError, match="per_judge lacks column"):
         AJ.judge_survival(changed, per.drop(columns=["n_paired"]), ["J1"])
 

@@ -160,3 +160,90 @@ def test_changed_all_counts_258_at_the_paper_shape():
     want = ref[v["no_gold"]].mean() - ref[~v["no_gold"]].mean()
     row = out[(out.family == "refusal_gap") & (out.slice == "recor") & (out.rung == "bm25_turn") & (out.reader == "q1")]
     assert row["est_base"].iloc[0] == pytest.approx(want)
+
+
+# ---- the published numbers the followups tables gained (issue 31): robustness, audit, judge swap ----
+
+def test_ladder_steps_interval_under_dialogue_resampling_by_hand():
+    # rung a: 6 no-gold turns in 3 dialogues (d0: t0 t1, d1: t2 t3, d2: t4 t5); b: the same turns, other labels
+    lab = {"a": ["no", "no", "yes", "no", "yes", "no"], "b": ["yes", "no", "yes", "yes", "yes", "no"]}
+    c = _c([("s", f"t{i}", r, True, f"d{i // 2}", "x", [], []) for r in "ab" for i in range(6)])
+    lb = _l([("s", f"t{i}", r, "phi", lab[r][i], []) for r in "ab" for i in range(6)])
+    out = F.ladder_steps(c, lb, _ctx({"s": ["a", "b"]}))
+    row = out[out["metric"] == "precision"].iloc[0]
+    assert row["diff"] == pytest.approx(2 / 6 - 4 / 6) and (row["unit"], row["alt_unit"]) == ("turn", "dialogue")
+    from convrag.stats.detection import paired_detector_change
+
+    ng = np.ones(6, dtype=bool)
+    dia = paired_detector_change(ng, lab["a"], ng, lab["b"], clusters=[f"d{i // 2}" for i in range(6)], **{
+        k: BOOT[k] for k in ("n_resamples", "seed")})
+    turn = paired_detector_change(ng, lab["a"], ng, lab["b"], **{k: BOOT[k] for k in ("n_resamples", "seed")})
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((turn["ci_low"], turn["ci_high"]))
+    assert (row["ci_low_alt"], row["ci_high_alt"]) == pytest.approx((dia["ci_low"], dia["ci_high"]))
+    want = max(abs(turn["ci_low"] - dia["ci_low"]), abs(turn["ci_high"] - dia["ci_high"]))
+    assert row["ci_shift"] == pytest.approx(want)
+    # with dialogue the run's unit, turns are the other one and the shift is the same
+    back = F.ladder_steps(c, lb, _ctx({"s": ["a", "b"]}, boot={**BOOT, "unit": "dialogue"}))
+    back = back[back["metric"] == "precision"].iloc[0]
+    assert back["alt_unit"] == "turn" and back["ci_low_alt"] == pytest.approx(turn["ci_low"])
+    assert back["ci_shift"] == pytest.approx(want)
+
+
+def test_dialogue_tied_audit_confirmed_false_misses_by_hand():
+    cls = ["other_turn_gold", "other", "same_thread"]
+    rows = [("s", f"t{i}", "r", True, f"d{i}", "x", ["u", "v", "w"], cls) for i in range(5)]
+    # phi: t0 no (a true miss), t1 yes [1] (tied), t2 yes [2] (not tied), t3 partial [] (not tied), t4 yes [3] (tied)
+    # audit: t0 yes (not a false miss), t1 yes (confirmed, tied), t2 no, t3 partial (confirmed, not tied), t4 none
+    lab = _l([("s", "t0", "r", "phi", "no", []), ("s", "t1", "r", "phi", "yes", [1]),
+              ("s", "t2", "r", "phi", "yes", [2]), ("s", "t3", "r", "phi", "partial", []),
+              ("s", "t4", "r", "phi", "yes", [3]),
+              ("s", "t0", "r", "audit", "yes", []), ("s", "t1", "r", "audit", "yes", []),
+              ("s", "t2", "r", "audit", "no", []), ("s", "t3", "r", "audit", "partial", [])])
+    out = F.dialogue_tied(_c(rows), lab, _ctx({"s": ["r"]}, strong_rungs={"s": ["r"]})).set_index("rung")
+    r = out.loc["r"]
+    assert (r["n_false_miss"], r["n_tied"]) == (4, 2)
+    assert (r["n_audited_false_miss"], r["n_audit_confirmed"], r["n_audit_confirmed_tied"]) == (3, 2, 1)
+    assert r["share_audit_confirmed_tied"] == pytest.approx(1 / 2)
+    assert out.loc["strong", "n_audit_confirmed"] == 2
+    # partial counted insufficient: t3 is no false miss of phi, and the audit's partial confirms nothing
+    p = F.dialogue_tied(_c(rows), lab, _ctx({"s": ["r"]}, partial_insufficient=True)).set_index("rung").loc["r"]
+    assert (p["n_audited_false_miss"], p["n_audit_confirmed"], p["share_audit_confirmed_tied"]) == (2, 1, 1.0)
+    # no audit labels (or the audit off): NaN
+    none = F.dialogue_tied(_c(rows), lab, _ctx({"s": ["r"]}, audit=False)).set_index("rung").loc["r"]
+    assert none["n_audited_false_miss"] == 0 and np.isnan(none["share_audit_confirmed_tied"])
+
+
+def test_audit_procedures_agreement_by_hand():
+    recs = pd.DataFrame([{"slice": "recor", "direct": d, "per_document": p} for d, p in
+                         [("yes", "yes"), ("no", "partial"), (None, "no"), ("partial", "Partial")]]
+                        + [{"slice": "other", "direct": "no", "per_document": "no"}])
+    out = F.audit_procedures(recs).set_index("slice")
+    assert out.loc["recor", "value"] == pytest.approx(2 / 4) and out.loc["recor", "n"] == 4
+    assert out.loc["other", "value"] == 1.0 and out.loc["recor", "measure"] == F.AUDIT_PROCEDURES_MEASURE
+    with pytest.raises(F.DataError, match="per_document"):
+        F.audit_procedures(recs.drop(columns=["per_document"]))
+
+
+def test_changed_all_judge_swap_by_hand():
+    assert F.swap_pair({"content_judges": ["phi"]}) is None
+    assert F.swap_pair({"content_judges": ["phi", "qw", "x"]}) == ("phi", "qw")
+    rng = np.random.default_rng(3)
+    c, lab, rd = _grid(rng, "s", ["r1", "r2"], ["q1", "q2"], n_turns=16)
+    lab2 = lab.assign(labeller="qw", label=rng.choice(["yes", "partial", "no"], size=len(lab)))
+    labs = pd.concat([lab, lab2], ignore_index=True)
+    ctx = _ctx({"s": ["r1", "r2"]}, readers=["q1", "q2"], labellers=["phi", "qw"],
+               boot={"n_resamples": 20, "seed": 0, "unit": "turn"})
+    out = F.changed_all(c, labs, rd, ctx, base="phi", other="qw")
+    # K=2 rungs, R=2 readers: 2*2*1 + 2*2*1 + 4*2*2 = 24 comparisons, all phi -> qw
+    assert len(out) == 24 and set(out["base_label"]) == {"phi"} and set(out["other_label"]) == {"qw"}
+    # auroc_chance of q2 on r2 by hand under each judge (sufficient = yes / partial)
+    from sklearn.metrics import roc_auc_score
+
+    v = c[c.set == "r2"].merge(rd[rd.reader == "q2"], on=["slice", "task_id", "set"])
+    want = {}
+    for who, lb in (("phi", lab), ("qw", lab2)):
+        y = v.merge(lb[lb.set == "r2"], on=["slice", "task_id", "set"])["label"].isin(["yes", "partial"]).astype(int)
+        want[who] = roc_auc_score(y, v["p_answerable"]) - 0.5
+    row = out[(out.family == "auroc_chance") & (out.rung == "r2") & (out.reader == "q2")].iloc[0]
+    assert (row["est_base"], row["est_other"]) == pytest.approx((want["phi"], want["qw"]))
+    assert row["sign_change"] == bool(want["phi"] * want["qw"] < 0)

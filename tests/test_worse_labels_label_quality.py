@@ -305,6 +305,23 @@ def test_evidence_class_shares_and_world(data):
     assert r1p.n_false_miss == 1 and r1p.share_unstated == 0.0 and r1p.share_world_sufficient == 1.0
 
 
+def test_evidence_same_thread_share_in_the_stackexchange_domains_by_hand():
+    # false misses of j1 (no gold, yes / partial): law t1 (same thread), politics t2 (other), law t3 (no
+    # support), biology t4 (same thread: a BRIGHT domain, not counted); law t5 judged no (a true miss)
+    cls = ["same_thread", "other", "other", "other", "other"]
+    c = pd.DataFrame([_row("recor", dom, f"D{i}", f"t{i}", "r1", True, doc_classes=cls)
+                      for i, dom in enumerate(["law", "politics", "law", "biology", "law"], start=1)])
+    lab = pd.DataFrame([dict(slice="recor", task_id=f"t{i}", set="r1", labeller="j1", label=x, support=sp)
+                        for i, (x, sp) in enumerate([("yes", [1]), ("partial", [2]), ("yes", []), ("yes", [1]),
+                                                     ("no", [])], start=1)])
+    row = _one(lq.evidence(c, lab, make_ctx(ladder=["r1"])), slice="recor", rung="r1")
+    assert row.n_false_miss == 4 and row.share_same_thread == pytest.approx(2 / 4)
+    assert row.n_false_miss_stackexchange == 3 and row.share_same_thread_stackexchange == pytest.approx(1 / 3)
+    # no false miss in a StackExchange domain: NaN
+    none = _one(lq.evidence(c.assign(domain="biology"), lab, make_ctx(ladder=["r1"])), slice="recor", rung="r1")
+    assert none.n_false_miss_stackexchange == 0 and math.isnan(none.share_same_thread_stackexchange)
+
+
 def test_evidence_support_out_of_range_names_the_row(data):
     lab = data[1].copy()
     i = lab.index[(lab.labeller == "j1") & (lab.set == "r1") & (lab.task_id == "t4")][0]

@@ -64,6 +64,8 @@ from convrag.records import Passage, TurnTask
 # The 11 official domains (folder names of ``track2_recor/``), BRIGHT then StackExchange.
 DOMAINS = ("biology", "earth_science", "economics", "psychology", "robotics", "sustainable_living",
            "drones", "hardware", "law", "medicalsciences", "politics")
+# The five StackExchange domains (documents from the dialogue's own thread, its negatives included).
+STACKEXCHANGE_DOMAINS = DOMAINS[6:]
 # The domains of the organisers' pilot sample (manifest.json, ``track2_recor.domains``).
 PILOT_DOMAINS = ("law", "drones", "biology", "earth_science")
 SPLITS = ("dev", "train")

@@ -102,7 +102,7 @@ TABLE2_COLUMNS = [
     "diff", "diff_ci_low", "diff_ci_high", "n_paired",
     "abstain_no_docs", "n_status_no_docs",
     "n_no_status_false_miss", "n_no_status_true_miss", "n_no_status_no_docs",
-    "n_unlabelled",
+    "n_unlabelled", "n_reads", "n_no_status", "share_no_status",
 ]
 FIGURE3_COLUMNS = [
     "slice", "reader", "rung", "restricted", "measure", "label",
@@ -413,6 +413,9 @@ def table2(contexts, labels, reads, ctx) -> pd.DataFrame:
       abstain (status UNANSWERABLE), over those with a status line (``n_status_no_docs``);
       responses without one are counted in ``n_no_status_*`` (correctness keeps them).
     * ``n_unlabelled``: no-gold contexts without a primary label (in neither group).
+    * ``n_no_status`` of ``n_reads``: the reader's responses on ALL the rung's contexts that
+      have no status line, and ``share_no_status`` (§3 / Table 1's exclusions, "at most 75 of
+      858 per context set"; Table 3's 13-23%).
     """
     d = _Data(contexts, labels, reads, ctx, where="table2", read_cols=("status", "correct"))
     rows = []
@@ -439,6 +442,9 @@ def table2(contexts, labels, reads, ctx) -> pd.DataFrame:
                             "n_paired": int(pd_["n"]), "abstain_no_docs": _mean_or_nan(nd_status),
                             "n_status_no_docs": int(len(nd_status)),
                             "n_unlabelled": int((ng & suff.isna().to_numpy()).sum())})
+                n_reads = int(v["has_read"].sum())
+                n_ns = int((v["has_read"] & v["refused"].isna()).sum())
+                row.update(n_reads=n_reads, n_no_status=n_ns, share_no_status=n_ns / n_reads if n_reads else _NAN)
                 rows.append(row)
     return _frame(rows, TABLE2_COLUMNS)
 

@@ -14,23 +14,29 @@ conclusions of §4.3 against each judge ("4 survive").
   The paper's text available to this project does not spell the check out; it is reconstructed
   from what it reports (Table 2's finding that false misses are answered correctly far more
   often than with no documents, and the counts "7 refusal-based, checkable; 4 survive under one
-  judge, 6 under the other"):
+  judge, 6 under the other"), over the 258 comparisons of ``changed_conclusions``
+  (``followups.changed_all``; its docstring says how that enumeration is reconstructed from the
+  paper's description), the qrels -> content-label rows (``base_label`` qrels):
 
-  - refusal-based changed conclusion: a ``changed_conclusions`` row of comparison
-    ``refusal_rungs`` (refusal on insufficient contexts, rung ``first`` vs ``second``, one reader)
-    that is defined and changed (sign or significance) between its two labels;
+  - refusal-based changed conclusion: a row of a refusal family, defined and changed (sign or
+    significance) between its two labels: ``refusal_rungs`` (one reader, rungs ``first`` and
+    ``second``), ``refusal_readers`` (one rung, readers ``first`` and ``second``),
+    ``refusal_gap`` and ``contrast_2b_2c`` (one reader x rung cell);
   - the change comes from relabelling the false misses (no gold, content label sufficient) of
-    the two rungs; it is **checkable** when, under every answer judge, each of the two rungs has
-    at least one false-miss turn of that reader scored both with its context and with no
-    documents (Table 2's ``n_paired`` > 0);
-  - it **survives** under a judge when, on both rungs, that judge's paired difference (false-miss
-    correctness minus no-documents correctness) has a 95% interval above 0: the reader answers
-    the relabelled contexts correctly beyond what it knows without documents, so the content
-    label's "sufficient" and the changed conclusion stand. ``every`` = survives under every judge.
+    the comparison's reader x rung cells (two for the pairwise families, one for the per-cell
+    ones); it is **checkable** when, under every answer judge, each of its cells has at least
+    one false-miss turn scored both with its context and with no documents (Table 2's
+    ``n_paired`` > 0);
+  - it **survives** under a judge when, in each of its cells, that judge's paired difference
+    (false-miss correctness minus no-documents correctness) has a 95% interval above 0: the
+    reader answers the relabelled contexts correctly beyond what it knows without documents,
+    so the content label's "sufficient" and the changed conclusion stand. ``every`` = survives
+    under every judge.
 
   Rows: per slice, one per answer judge and one ``judge`` = ``every``, with
   ``n_refusal_changed``, ``n_checkable``, ``n_survive`` and the surviving comparisons
-  (``reader:first->second``, "; "-joined).
+  (``family:reader@rung`` for a cell, ``family:reader:first->second`` /
+  ``family:rung:first->second`` for a pair; "; "-joined).
 """
 
 from __future__ import annotations
@@ -43,8 +49,8 @@ import pandas as pd
 
 from convrag.errors import DataError
 
-__all__ = ["ANSWER_JUDGES_COLUMNS", "EVERY", "LARGEST", "SURVIVAL_COLUMNS", "SHARES", "answer_judges",
-           "judge_survival"]
+__all__ = ["ANSWER_JUDGES_COLUMNS", "EVERY", "LARGEST", "REFUSAL_FAMILIES", "SURVIVAL_COLUMNS", "SHARES",
+           "answer_judges", "judge_survival"]
 
 LARGEST = "largest_difference"
 EVERY = "every"
@@ -91,11 +97,26 @@ def answer_judges(contexts, labels, reads_by_judge: Mapping[str, pd.DataFrame], 
     return out.reindex(columns=ANSWER_JUDGES_COLUMNS)
 
 
-def judge_survival(changed: pd.DataFrame, per_judge: pd.DataFrame, judges: list[str]) -> pd.DataFrame:
+REFUSAL_FAMILIES = ("refusal_rungs", "refusal_readers", "refusal_gap", "contrast_2b_2c")
+
+
+def _cells(r) -> tuple[str, list[tuple[str, str]]]:
+    """(name, the reader x rung cells) of one refusal-based comparison row."""
+    fam = r.comparison
+    if fam == "refusal_rungs":
+        return f"{fam}:{r.reader}:{r.first}->{r.second}", [(r.reader, r.first), (r.reader, r.second)]
+    if fam == "refusal_readers":
+        return f"{fam}:{r.rung}:{r.first}->{r.second}", [(r.first, r.rung), (r.second, r.rung)]
+    return f"{fam}:{r.reader}@{r.rung}", [(r.reader, r.rung)]
+
+
+def judge_survival(changed: pd.DataFrame, per_judge: pd.DataFrame, judges: list[str], base: str = "qrels"
+                   ) -> pd.DataFrame:
     """Refusal-based changed conclusions checked against each answer judge (module doc).
-    ``changed``: a ``changed_conclusions`` frame; ``per_judge``: ``answer_judges``' frame;
+    ``changed``: a ``changed_conclusions`` frame (``followups.changed_all``; only its rows of
+    ``base_label`` ``base`` when it has that column); ``per_judge``: ``answer_judges``' frame;
     ``judges``: the answer judges in order."""
-    need_c = ["slice", "comparison", "reader", "first", "second", "defined", "changed"]
+    need_c = ["slice", "comparison", "reader", "rung", "first", "second", "defined", "changed"]
     need_p = ["slice", "reader", "rung", "judge", "diff_ci_low", "n_paired"]
     for name, df, need in (("changed", changed, need_c), ("per_judge", per_judge, need_p)):
         missing = [c for c in need if c not in df.columns]
@@ -103,16 +124,19 @@ def judge_survival(changed: pd.DataFrame, per_judge: pd.DataFrame, judges: list[
             raise DataError(f"judge_survival: {name} lacks column(s) {', '.join(missing)}")
     if not judges:
         raise DataError("judge_survival: no answer judge")
-    cell = {(r.slice, r.reader, r.rung, r.judge): (r.n_paired, r.diff_ci_low) for r in per_judge.itertuples()}
-    ref = changed[(changed["comparison"] == "refusal_rungs") & changed["defined"].astype(bool)
+    if "base_label" in changed.columns:
+        changed = changed[changed["base_label"].astype(str) == str(base)]
+    cell = {(str(r.slice), str(r.reader), str(r.rung), str(r.judge)): (r.n_paired, r.diff_ci_low)
+            for r in per_judge.itertuples()}
+    ref = changed[changed["comparison"].isin(REFUSAL_FAMILIES) & changed["defined"].astype(bool)
                   & changed["changed"].astype(bool)]
     rows = []
     for sl in dict.fromkeys(changed["slice"].astype(str)):
         sub = ref[ref["slice"].astype(str) == sl]
         checkable, survive = [], {j: [] for j in judges}
         for r in sub.itertuples():
-            name = f"{r.reader}:{r.first}->{r.second}"
-            got = {j: [cell.get((sl, r.reader, rung, j)) for rung in (r.first, r.second)] for j in judges}
+            name, cells = _cells(r)
+            got = {j: [cell.get((sl, str(q), str(rung), j)) for q, rung in cells] for j in judges}
             if not all(x is not None and x[0] > 0 for j in judges for x in got[j]):
                 continue
             checkable.append(name)

@@ -103,7 +103,8 @@ AGREEMENT_COLUMNS = ["slice", "measure", "labeller_a", "labeller_b", "value", "n
 EVIDENCE_COLUMNS = ["slice", "rung", "labeller", "n_false_miss",
                     *[f"share_{c}" for c in (*EVIDENCE_CLASSES, "unstated")],
                     *[f"n_{c}" for c in (*EVIDENCE_CLASSES, "unstated")],
-                    "n_world", "share_world_sufficient"]
+                    "n_world", "share_world_sufficient", "n_false_miss_stackexchange",
+                    "share_same_thread_stackexchange"]
 TABLE3_COLUMNS = ["slice", "rung", "labeller", "ndcg10", "share_no_gold", "share_content_no", "false_miss_share",
                   "yes_share_no_gold", "precision", "precision_ci_low", "precision_ci_high", "n", "n_unlabelled"]
 
@@ -652,7 +653,12 @@ def evidence(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=None
     0.14, 0.19, 0.13); classes overlap, so shares can add to more than 1. A false miss listing no
     support counts in ``unstated`` (and in no class). ``share_world_sufficient``: among the false
     misses the ``world`` labeller (the generated benchmark's ground truth) labels, the share it
-    calls sufficient too (NaN without world labels)."""
+    calls sufficient too (NaN without world labels). ``share_same_thread_stackexchange``: the
+    same-thread share among the false misses of RECOR's five StackExchange domains
+    (``n_false_miss_stackexchange``; the only domains whose corpora hold the thread's own
+    negatives; paper: .63-.69), NaN without such false misses."""
+    from convrag.data.recor import STACKEXCHANGE_DOMAINS
+
     if _is_empty(contexts, labels):
         return _empty(EVIDENCE_COLUMNS)
     where = "evidence"
@@ -681,10 +687,15 @@ def evidence(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=None
             wl = [world.get(k) for k in keys] if len(world) else []
             wl = [x for x in wl if x is not None and not _is_missing(x)]
             w_ins = insufficient_from_labels(wl, partial_insufficient=_partial(ctx)) if wl else np.array([])
+            se = fm[fm["domain"].astype(str).isin(STACKEXCHANGE_DOMAINS)] if "domain" in fm.columns else fm.iloc[0:0]
+            n_se = len(se)
+            se_thread = sum("same_thread" in _support_classes(r, where) for _, r in se.iterrows())
             row = {"slice": s, "rung": rung, "labeller": primary, "n_false_miss": n,
                    **{f"share_{k}": (v / n if n else _NAN) for k, v in counts.items()},
                    **{f"n_{k}": v for k, v in counts.items()},
-                   "n_world": int(len(wl)), "share_world_sufficient": float((w_ins == 0).mean()) if wl else _NAN}
+                   "n_world": int(len(wl)), "share_world_sufficient": float((w_ins == 0).mean()) if wl else _NAN,
+                   "n_false_miss_stackexchange": n_se, "share_same_thread_stackexchange": se_thread / n_se if n_se
+                   else _NAN}
             rows.append(row)
     return pd.DataFrame(rows, columns=EVIDENCE_COLUMNS) if rows else _empty(EVIDENCE_COLUMNS)
 

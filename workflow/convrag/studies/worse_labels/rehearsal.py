@@ -10,8 +10,9 @@ gold document of its dialogue; a rung further up the ladder puts the gold into i
 often, so nDCG and "no gold" move along the ladder as in the paper. The verdict files have the
 jobs' record shapes (``worse-labels label / read / correctness / audit``): judges say yes /
 partial / no with supporting positions (a context with gold mostly yes, one without a mix),
-readers ANSWERABLE / UNANSWERABLE with p(answerable) and an answer, the answer judges 1-5, the
-auditor's two procedures and final label on ``judges.audit_sample``'s draw. The values are
+readers ANSWERABLE / UNANSWERABLE (one in twenty without a status line) with p(answerable) and
+an answer, the answer judges 1-5, the auditor's two procedures and final label on
+``judges.audit_sample``'s draw. The values are
 noise with a direction: their numbers mean nothing, only that every cell has one."""
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def _runs(config: dict, slice_: str, tasks: list[TurnTask], texts: dict, rng) ->
         by_domain.setdefault(doc.split("-", 1)[0], []).append(doc)
     runs = {}
     for i, rung in enumerate(ladder):
-        p_hit = 0.3 + 0.6 * i / max(1, len(ladder) - 1)
+        p_hit = 0.3 + 0.5 * i / max(1, len(ladder) - 1)  # the top rung still misses a fifth (false misses there)
         run = {}
         for t in tasks:
             docs = [x for x in by_domain[t.labels["domain"]] if x not in t.gold_docs]
@@ -162,9 +163,9 @@ def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int =
             recs = []
             for c in read:
                 p = float(np.clip(rng.beta(5, 2) if gold_in[c] else rng.beta(2, 3 if n_docs[c] else 20), 1e-4, 1 - 1e-4))
-                status = "ANSWERABLE" if rng.random() < p else "UNANSWERABLE"
+                status = ("ANSWERABLE" if rng.random() < p else "UNANSWERABLE") if rng.random() >= 0.05 else None
                 recs.append({"item_id": c, "reader": m, "status": status, "p_answerable": p,
-                             "answer": f"answer of {c}" if status == "ANSWERABLE" else "", "parsed": True})
+                             "answer": f"answer of {c}" if status == "ANSWERABLE" else "", "parsed": status is not None})
             write_jsonl(paths.reads(L, s, m), recs)
             if answer:
                 write_jsonl(paths.correctness(L, s, m),

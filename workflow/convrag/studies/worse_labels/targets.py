@@ -220,11 +220,13 @@ def _answer_judges_table(inputs, ctx):
 
 
 def _judge_survival(inputs, ctx):
-    from convrag.studies.worse_labels import abstention
+    """The refusal-based rows of the 258 comparisons (``followups.changed_all``, qrels -> the
+    primary content label) checked under each answer judge."""
     from convrag.studies.worse_labels import answer_judges as AJ
+    from convrag.studies.worse_labels import followups
 
     _, judges = _judge_frames(inputs, ctx)
-    changed = per_slice(abstention.changed_conclusions, _frames(inputs, ctx, reads=True), ctx)
+    changed = per_slice(followups.changed_all, _frames(inputs, ctx, reads=True), ctx)
     return AJ.judge_survival(changed, _answer_judges_table(inputs, ctx), judges)
 
 
@@ -304,10 +306,31 @@ def _mtrag_human(inputs, ctx):
     return followups.mtrag_human(fb, load_human_labels(inputs), ctx)
 
 
-def _changed_all(inputs, ctx):
+def _agreement(inputs, ctx):
+    """``label_quality.agreement`` and the audit's two procedures compared (``followups.audit_procedures``)."""
+    from convrag.io import read_jsonl
     from convrag.studies.worse_labels import followups
 
-    return per_slice(followups.changed_all, _frames(inputs, ctx, reads=True), ctx)
+    out = _lq("agreement")(inputs, ctx)
+    recs = [{**r, "slice": Path(p).stem} for p in _paths(inputs.get("audit")) for r in read_jsonl(p)]
+    extra = followups.audit_procedures(pd.DataFrame(recs)) if recs and ctx.get("audit", True) else None
+    return out if extra is None or extra.empty else pd.concat([out, extra], ignore_index=True)
+
+
+def _changed_all(inputs, ctx):
+    """The 258 comparisons under the qrels label and the primary content label; with two content
+    judges, the same comparisons again under the first and the second (the paper's judge swap,
+    ``base_label`` / ``other_label`` say which rows are which)."""
+    from convrag.studies.worse_labels import followups
+
+    frames = _frames(inputs, ctx, reads=True)
+    out = per_slice(followups.changed_all, frames, ctx)
+    pair = followups.swap_pair(ctx)
+    if pair is None:
+        return out
+    swap = per_slice(lambda c, lab, rd, cx: followups.changed_all(c, lab, rd, cx, base=pair[0], other=pair[1]),
+                     frames, ctx)
+    return pd.concat([out, swap], ignore_index=True)
 
 
 def _followup_targets():
@@ -329,7 +352,7 @@ TARGETS = {t.name: t for t in [
     Target("table1_labellers", "table", _lq("table1"), inputs=("gold", "contexts", "labels", "audit")),
     Target("copies", "table", _lq("copies"), inputs=("gold", "contexts", "labels", "audit")),
     Target("negative_control", "table", _lq("negative_control"), inputs=("gold", "contexts", "labels", "audit")),
-    Target("agreement", "table", _lq("agreement"), inputs=("gold", "contexts", "labels", "audit")),
+    Target("agreement", "table", _agreement, inputs=("gold", "contexts", "labels", "audit")),
     Target("evidence", "table", _lq("evidence"), inputs=("gold", "contexts", "labels", "audit")),
     Target("table2_false_misses", "table", _ab("table2"), inputs=("gold", "contexts", "labels", "audit", "reads", "correctness")),
     Target("figure3_auroc", "figure", _ab("figure3"), _fig3, inputs=("gold", "contexts", "labels", "audit", "reads")),

@@ -272,6 +272,7 @@ def context(config: dict) -> dict:
             "ladder": {s: list(sp["ladder"]) for s, sp in slices(config).items()}, "main_slice": w["main"],
             "replication_slice": w["replication"], "primary": primary(config),
             "labellers": [*content_judges(config), *(["panel"] if j["panel"] else [])],
+            "content_judges": list(j["content"]),   # the swap of §4.3: the first two
             "panel_members": j["panel"], "audit": bool(j["audit"]["model"]), "readers": readers(config),
             "boot": w["bootstrap"], "partial_insufficient": w["partial_insufficient"], "top_k": w["top_k"],
             "audit_strata": j["audit"]["strata"], "ppi": w["ppi"],
