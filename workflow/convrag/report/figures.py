@@ -237,6 +237,11 @@ def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: st
                 labels = [f"{t}\nn={rng.at[t, 'min']}" + (f"-{rng.at[t, 'max']}" if rng.at[t, "max"] != rng.at[t, "min"]
                                                            else "") for t in ticks]
             ax.set_xticks(ticks, labels)
+        elif 0 < sub[x].nunique() <= 8 and pd.api.types.is_numeric_dtype(sub[x]):  # ticks at the measured values
+            ticks = sorted(sub[x].unique())
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+            if len(ticks) == 1:
+                ax.set_xlim(ticks[0] - 1, ticks[0] + 1) if ticks[0] >= 1 else ax.set_xlim(0, 2 * ticks[0])
         if ylim:
             ax.set_ylim(*ylim)
         ax.grid(alpha=0.3)
