@@ -124,6 +124,8 @@ def test_figure2a_shares_ratio_and_macro_ndcg(data):
     # macro nDCG: d1 mean(.1..0.5) = .3, d2 mean(.6, .7, .8) = .7 -> .5 (the turn mean would be .45)
     assert r.ndcg10 == pytest.approx(0.5) and (r.n, r.n_unlabelled, r.n_contexts) == (8, 0, 8)
     assert r.n_insufficient == 4  # t1, t2, t3, t6 judged "no" (§4.1's none counts)
+    # partial counted insufficient beside it (§4.1's second setting): t5 too -> 5/8, ratio (5/8) / (5/8) = 1
+    assert r.ratio_partial_insufficient == pytest.approx(1.0)
     r2 = _one(out, slice="recor", rung="r2", labeller="j1")
     # t8 unparsable: 7 labelled; no gold t1, t2; "no" t1, t6
     assert (r2.n, r2.n_unlabelled, r2.n_insufficient) == (7, 1, 2)
@@ -141,6 +143,7 @@ def test_figure2a_partial_insufficient():
     out = lq.figure2a(make_contexts(), make_labels(), make_ctx(partial_insufficient=True))
     r = _one(out, slice="recor", rung="r1", labeller="j1")
     assert r.share_insufficient == pytest.approx(5 / 8) and r.ratio == pytest.approx(1.0)
+    assert r.ratio_partial_insufficient == pytest.approx(r.ratio)
     assert r.n_insufficient == 5  # the partial context counts too
 
 
@@ -158,7 +161,14 @@ def test_figure2b_precision_false_miss_youden(data):
     assert (r.n_no_gold, r.n, r.n_unlabelled, r.unit) == (5, 8, 0, "turn")
     assert _one(out, slice="recor", rung="r2", labeller="j1").precision == pytest.approx(1 / 2)
     out_p = lq.figure2b(data[0], data[1], make_ctx(partial_insufficient=True))
-    assert _one(out_p, slice="recor", rung="r1", labeller="j1").precision == pytest.approx(4 / 5)
+    rp = _one(out_p, slice="recor", rung="r1", labeller="j1")
+    assert rp.precision == pytest.approx(4 / 5)
+    # the same run gives the second setting beside the first: t5 (partial) counted insufficient -> 4/5,
+    # with the interval the partial-insufficient run computes (same resamples)
+    assert r.precision_partial_insufficient == pytest.approx(4 / 5)
+    assert (r.precision_partial_insufficient_ci_low, r.precision_partial_insufficient_ci_high) == pytest.approx(
+        (rp.precision_ci_low, rp.precision_ci_high))
+    assert rp.precision_partial_insufficient == rp.precision
 
 
 def test_figure2b_intervals_contain_estimates(data):

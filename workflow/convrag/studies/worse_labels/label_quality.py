@@ -89,11 +89,12 @@ DOC_CLASSES = ("gold", *EVIDENCE_CLASSES)
 _NAN = float("nan")
 
 FIGURE2A_COLUMNS = ["slice", "rung", "labeller", "ndcg10", "share_no_gold", "share_insufficient", "share_partial",
-                    "ratio", "n", "n_unlabelled", "n_contexts", "n_insufficient"]
+                    "ratio", "n", "n_unlabelled", "n_contexts", "n_insufficient", "ratio_partial_insufficient"]
 FIGURE2B_COLUMNS = ["slice", "rung", "labeller", "precision", "precision_ci_low", "precision_ci_high",
                     "false_miss_share", "false_miss_ci_low", "false_miss_ci_high", "yes_share_no_gold",
                     "partial_share_no_gold", "youden_j", "youden_j_ci_low", "youden_j_ci_high", "recall",
-                    "specificity", "n_no_gold", "n", "n_unlabelled", "unit"]
+                    "specificity", "n_no_gold", "n", "n_unlabelled", "unit", "precision_partial_insufficient",
+                    "precision_partial_insufficient_ci_low", "precision_partial_insufficient_ci_high"]
 COPIES_COLUMNS = ["slice", "rung", "share_copy", "ci_low", "ci_high", "n_copy", "n_no_gold", "n_contexts", "unit"]
 NEGATIVE_CONTROL_COLUMNS = ["slice", "labeller", "control_yes_share", "control_partial_share", "control_no_share",
                             "n_control", "n_control_unlabelled", "rung", "false_miss_share",
@@ -318,7 +319,8 @@ def figure2a(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=None
     paper, phi-4: 1.6 on BM25-turn, 3.8 on Hybrid) and the rung's macro nDCG@10 (the x axis).
     ``share_partial`` is the share labelled "partial"; ``n_insufficient`` counts the contexts judged
     insufficient (§4.1's "none" counts: phi-4, 386 on BM25-turn to 42 on Hybrid, of 858). Point
-    values (``detector_metrics``)."""
+    values (``detector_metrics``). ``ratio_partial_insufficient``: the ratio with "partial" counted
+    insufficient whatever the run's setting (§4.1's 1.07-1.30 in that setting)."""
     if _is_empty(contexts, labels):
         return _empty(FIGURE2A_COLUMNS)
     where = "figure2a"
@@ -333,7 +335,10 @@ def figure2a(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=None
             for who, g in _groups(j, s, rung, labellers):
                 ng, ins, labs = _labelled(g, ctx)
                 m = detector_metrics(ng, ins) if ng.size else {}
+                ng_p, ins_p, _ = _labelled(g, {**ctx, "partial_insufficient": True})
+                m_p = detector_metrics(ng_p, ins_p) if ng_p.size else {}
                 rows.append({"slice": s, "rung": rung, "labeller": who, "ndcg10": nd,
+                             "ratio_partial_insufficient": m_p.get("ratio", _NAN),
                              "share_no_gold": m.get("share_no_gold", _NAN),
                              "share_insufficient": m.get("share_insufficient", _NAN),
                              "share_partial": _label_shares(labs)["partial"], "ratio": m.get("ratio", _NAN),
@@ -352,7 +357,10 @@ def figure2b(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=None
     and Youden's J with CIs, recall, specificity, from ``detector_report`` (one resample set for
     every metric; whole dialogues when ``boot.unit == "dialogue"``). ``yes_share_no_gold`` /
     ``partial_share_no_gold``: the shares labelled exactly yes / partial among labelled no_gold
-    contexts (see the module note on the published false-miss share)."""
+    contexts (see the module note on the published false-miss share). With "partial" counted
+    sufficient (the default), ``precision_partial_insufficient`` and its CI give the precision
+    with it counted insufficient (§4.1's .72 -> .28 in that setting; same resamples); with it
+    already insufficient they equal ``precision``."""
     if _is_empty(contexts, labels):
         return _empty(FIGURE2B_COLUMNS)
     where = "figure2b"
@@ -365,7 +373,11 @@ def figure2b(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=None
         for rung in _ladder(c, ctx, s):
             for who, g in _groups(j, s, rung, labellers):
                 r = _report(g, ctx, boot, where)
+                rp = r if _partial(ctx) else _report(g, {**ctx, "partial_insufficient": True}, boot, where)
                 rows.append({"slice": s, "rung": rung, "labeller": who,
+                             "precision_partial_insufficient": rp["precision"],
+                             "precision_partial_insufficient_ci_low": rp["precision_ci_low"],
+                             "precision_partial_insufficient_ci_high": rp["precision_ci_high"],
                              "precision": r["precision"], "precision_ci_low": r["precision_ci_low"],
                              "precision_ci_high": r["precision_ci_high"],
                              "false_miss_share": r["false_miss_share"],
