@@ -168,12 +168,16 @@ def _turn(cid: str, turn: int) -> TurnTask:
                     question=f"q{turn}")
 
 
-def test_at_turn_takes_the_first_conversations_that_reach_it():
+def test_at_turn_takes_a_seeded_random_sample_of_the_conversations_that_reach_it():
+    import random
+
     from convrag.studies.coral.generate import at_turn
 
     tasks = [_turn(c, t) for c, n in (("c3", 5), ("c1", 4), ("c2", 2), ("c4", 4)) for t in range(1, n + 1)]
-    got = at_turn(tasks, 4, 2)
-    assert [(t.conversation_id, t.turn) for t in got] == [("c1", 4), ("c3", 4)]  # c2 never reaches turn 4
+    got = at_turn(tasks, 4, 2)  # c2 never reaches turn 4; Random(0).sample of [c1, c3, c4] takes c3 and c4
+    assert random.Random(0).sample(["c1", "c3", "c4"], 2) == ["c3", "c4"]
+    assert [(t.conversation_id, t.turn) for t in got] == [("c3", 4), ("c4", 4)]  # not the first two by id
+    assert [t.conversation_id for t in at_turn(tasks, 4, 2, seed=1)] == ["c1", "c4"]
     assert [t.conversation_id for t in at_turn(tasks, 4, 50)] == ["c1", "c3", "c4"]
     assert at_turn(tasks, 9, 5) == []
 
@@ -223,7 +227,7 @@ def test_session_encoder_and_llm4cs_config_checks_wiring_and_labels():
     assert len(rewriters) == 1 and rewriters[0]["samples"] == 3
     queries = STUDY.context(cfg)["queries"]
     assert queries["session_kd"].startswith("session encoder kd (kd; trained on coral_mini")
-    assert queries["llm4cs"] == "LLM4CS: mean of 3 rewrites by smollm2-135m"
+    assert queries["llm4cs"] == "LLM4CS REW + mean: 3 rewrites by smollm2-135m"
     scores = pd.DataFrame([{"task_id": "t1", "retriever": "dense", "policy": p, "measure": "RR", "value": 0.5}
                            for p in ("current", "session_kd", "llm4cs")])
     assert list(A.retrieval_table(scores, queries)["query"]) == ["last question", queries["session_kd"],

@@ -127,7 +127,7 @@ use rule retrieve from templates as coral_retrieve with:
 
 # Table 2's conversational dense retrieval: a session encoder trained on top of a dense
 # retriever's encoder (KD or Conv-ANCE style; GPUs on a cluster when configured), then searched
-# in that retriever's index; LLM4CS: the mean embedding of n sampled rewrites.
+# in that retriever's index; LLM4CS: one run per variant (prompting x aggregation, wildcard llm4cs).
 rule coral_train_session_encoder:
     input:
         unpack(lambda wc: coral_wiring.train_inputs(config, L, wc.encoder)),
@@ -202,17 +202,21 @@ rule coral_llm4cs_retrieve:
         tasks=coral_wiring.tasks_file(config, L),
         index=lambda wc: L.index_manifest(coral_index_corpus(config), wc.retriever),
         prompts=f"{PROMPTS}/rag/rewrite.yaml",
+        llm4cs_prompts=f"{PROMPTS}/{(CORAL['llm4cs'] or {'prompt': 'coral/llm4cs.yaml'})['prompt']}",
     output:
-        run=coral_paths.run(L, "{source}", "{retriever}", "llm4cs"),
-        queries=coral_paths.run(L, "{source}", "{retriever}", "llm4cs", "queries.jsonl"),
+        run=coral_paths.run(L, "{source}", "{retriever}", "{llm4cs}"),
+        queries=coral_paths.run(
+            L, "{source}", "{retriever}", "{llm4cs}", "queries.jsonl"
+        ),
         accounting=coral_paths.run(
-            L, "{source}", "{retriever}", "llm4cs", "accounting.json"
+            L, "{source}", "{retriever}", "{llm4cs}", "accounting.json"
         ),
     log:
-        L.log("coral/llm4cs/{source}/{retriever}.log"),
+        L.log("coral/llm4cs/{source}/{retriever}/{llm4cs}.log"),
     wildcard_constraints:
         source=alternatives([coral_source(config)]),
         retriever=alternatives((CORAL["llm4cs"] or {"retrievers": []})["retrievers"]),
+        llm4cs=alternatives(coral_wiring.llm4cs_policies(config)),
     conda:
         conda_env(models=[m for m in [coral_llm4cs_model(config)] if m])
     threads: config["threads"]["simulate"]
@@ -226,10 +230,11 @@ rule coral_llm4cs_retrieve:
             else ""
         ),
     params:
-        args=lambda wc: coral_wiring.llm4cs_args(config, REGISTRY, CACHE),
+        args=lambda wc: coral_wiring.llm4cs_args(config, REGISTRY, CACHE, wc.llm4cs),
         retriever_params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),
     shell:
         "convrag coral llm4cs-retrieve --tasks {input.tasks} --prompts {input.prompts}"
+        " --llm4cs-prompts {input.llm4cs_prompts}"
         " --index-dir $(dirname {input.index}) --retriever-params {params.retriever_params} {params.args}"
         " --threads {threads} --out-run {output.run} --out-queries {output.queries}"
         " --accounting {output.accounting} 2> {log}"
@@ -297,6 +302,9 @@ rule coral_answer:
                 **coral_wiring.tuned_inputs(config, L, wc.model),
             }
         ),
+        unpack(
+            lambda wc: coral_wiring.framework_inputs(config, L, PROMPTS, wc.strategy)
+        ),
     output:
         answers=coral_paths.answers(L, "{source}", "{model}", "{strategy}"),
         report=coral_paths.answers(
@@ -333,10 +341,13 @@ rule coral_answer:
             coral_wiring.answer_registry(config, L, wc.model, REGISTRY),
             CACHE,
         ),
+        framework=lambda wc, input: coral_wiring.framework_args(
+            config, wc.model, wc.strategy, input
+        ),
     shell:
         "convrag coral answer --tasks {input.tasks} --run {input.run} --run-queries {input.queries}"
         " --corpus {input.corpus} --prompts {input.prompts} --model {wildcards.model}"
-        " {params.args} --threads {threads} --out {output.answers}"
+        " {params.args} {params.framework} --threads {threads} --out {output.answers}"
         " --report {output.report} --accounting {output.accounting} 2> {log}"
 
 

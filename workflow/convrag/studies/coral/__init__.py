@@ -103,6 +103,19 @@ class Coral(Study):
             if m not in registry:
                 raise unknown_name(source, "coral.llm4cs.model", m, registry)
         g = c["generation"]
+        if c["compression"] and c["compression"]["model"] not in registry:
+            raise unknown_name(source, "coral.compression.model", c["compression"]["model"], registry)
+        if c["llm4cs"]:
+            from convrag.studies.coral.conversational import llm4cs_policy
+
+            pols = [llm4cs_policy(v["prompting"], v["aggregation"]) for v in c["llm4cs"]["variants"]]
+            if len(set(pols)) != len(pols):
+                raise ConfigError(f"{source}: coral.llm4cs.variants: a variant is listed twice ({pols})")
+        if g["retrieval"] == "strategy" and "rewrite" in g["strategies"] and c["retrievers"]:
+            need = "rewrite" if g["rewrite"] == "golden" else "llm_rewrite"
+            if need not in c["policies"]:
+                raise ConfigError(f"{source}: coral.generation.rewrite: {g['rewrite']!r} retrieves with the {need} run "
+                                  f"(its query is that rewrite), so coral.policies must list {need!r}")
         check_names(source, "coral.generation.models", g["models"], registry)
         if g["models"] or any(x["answers"] for x in c["sft"].values()):
             if not c["retrievers"]:
@@ -165,7 +178,7 @@ class Coral(Study):
         from convrag.schema import config_registry
         from convrag.report.reproduction import benchmark_identity, retriever_identity
 
-        from convrag.studies.coral.conversational import LLM4CS, session_policy
+        from convrag.studies.coral.conversational import session_policy
         from convrag.studies.coral.plan import generation_models, sft_generators, trained_on
 
         registry = config_registry(config)
@@ -173,8 +186,11 @@ class Coral(Study):
         queries = {session_policy(n): f"session encoder {n} ({e['style']}; trained on {trained_on(config, n)})"
                    for n, e in c["session_encoders"].items()}
         if c["llm4cs"]:
-            queries[LLM4CS] = (f"LLM4CS: mean of {c['llm4cs']['n']} rewrites by "
-                               f"{c['llm4cs']['model'] or c['rewrite']['model']}")
+            from convrag.studies.coral.conversational import llm4cs_label, llm4cs_policy
+
+            for v in c["llm4cs"]["variants"]:
+                queries[llm4cs_policy(v["prompting"], v["aggregation"])] = llm4cs_label(
+                    v["prompting"], v["aggregation"], c["llm4cs"]["n"], c["llm4cs"]["model"] or c["rewrite"]["model"])
         data = benchmark_identity(config, c["benchmark"]) if c["benchmark"] else f"generated:{c['world']['corpus']}"
         run = {"data": [data],
                "retrievers": [retriever_identity(config, r) for r in c["retrievers"]],

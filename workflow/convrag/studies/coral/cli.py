@@ -49,28 +49,82 @@ def cmd_contextualise(a):
         job.write({a.out: tasks}, a.accounting, first=[(a.report, lambda p: write_json(p, report))])
 
 
+def _framework_passages(a, tasks, summaries):
+    """P_k = R(f(H_k), q_k) of the paper's framework (CORAL §4): (task id -> shown passages,
+    task id -> retrieval query, report). ``--retrieval shared`` shows the configured run for every
+    strategy; ``strategy`` searches the index with the strategy's own query, except the rewrite
+    strategy, whose query is the rewrite its run (``--strategy-run``) already searched with."""
+    from convrag.rag.replay import ranked_passages, read_run, shown_passages
+    from convrag.records import Passage, read_records
+    from convrag.studies.coral.framework import retrieval_queries
+
+    if a.retrieval == "shared" or a.strategy_run:
+        run_path, q_path = (a.run, a.run_queries) if a.retrieval == "shared" else (a.strategy_run, a.strategy_queries)
+        _, queries = read_run(run_path, q_path)
+        return shown_passages(tasks, run_path, q_path, a.corpus, a.top_k), queries, {"searched": False, "run": run_path}
+    if not (a.index_dir and a.retriever):
+        from convrag.errors import ConfigError
+
+        raise ConfigError(f"coral answer: strategy {a.strategy!r} retrieves with its own query: give --index-dir and "
+                          "--retriever (or --strategy-run)")
+    from convrag.retrieval import load_retriever
+
+    texts = retrieval_queries(tasks, a.strategy, summaries=summaries, max_history_turns=a.max_history_turns)
+    hits = load_retriever(a.retriever, a.index_dir, a.retriever_params).search(texts, a.top_k)
+    run = {t.task_id: {d: float(s) for d, s in h} for t, h in zip(tasks, hits)}
+    passages = ranked_passages(tasks, run, {p.doc_id: p for p in read_records(a.corpus, Passage)}, a.top_k)
+    return passages, {t.task_id: q for t, q in zip(tasks, texts)}, {"searched": True, "queries": len(texts)}
+
+
 def cmd_answer(a):
     from convrag.io import write_json
     from convrag.llm.types import Sampling
     from convrag.rag.jobs import Job
-    from convrag.rag.replay import shown_passages
     from convrag.records import TurnTask, read_records
-    from convrag.studies.coral.generate import answer, at_turn, load_prompts
+    from convrag.studies.coral.framework import compress, compression_label
+    from convrag.studies.coral.generate import answer, at_turn, load_prompts, summaries
 
     with Job(a.registry, a.cache, a.threads) as job:
         tasks = read_records(a.tasks, TurnTask)
-        if a.at_turn is not None:  # Figure 4: one turn of the first n conversations that reach it
-            tasks = at_turn(tasks, a.at_turn, a.conversations)
-        passages = shown_passages(tasks, a.run, a.run_queries, a.corpus, a.top_k)
+        if a.at_turn is not None:  # Figure 4: one turn of a seeded random sample of the conversations that reach it
+            tasks = at_turn(tasks, a.at_turn, a.conversations, seed=a.sample_seed)
+        prompts, sampling = load_prompts(a.prompts), Sampling.from_config(a.sampling)
         reader = job.engine(a.model, role="reader")
         summariser = job.engine(a.summary_model, role="summariser") if a.summary_model else None
-        records, report = answer(reader, tasks, passages, a.strategy, load_prompts(a.prompts),
-                                 sampling=Sampling.from_config(a.sampling), seed=a.seed,
-                                 max_history_turns=a.max_history_turns, summary_engine=summariser)
+        summary_map = summary_report = None
+        if a.strategy == "llm_summary":  # before retrieval: the summary is part of the query
+            summary_map, summary_report = summaries(summariser or reader, tasks, prompts, sampling,
+                                                    a.max_history_turns, seed=a.seed)
+        passages, queries, retrieval = _framework_passages(a, tasks, summary_map)
+        compression = None
+        if a.compress_model:  # f_p
+            import yaml
+
+            with open(a.compress_prompts, encoding="utf-8") as fh:
+                cprompts = yaml.safe_load(fh)
+            shown = {t.task_id: [dict(p) for p in _as_dicts(passages[t.task_id])] for t in tasks}
+            passages, compression = compress(job.engine(a.compress_model, role="compressor"), queries, shown, cprompts,
+                                             Sampling(temperature=0.0, max_tokens=a.compress_max_tokens), seed=a.seed)
+        records, report = answer(reader, tasks, passages, a.strategy, prompts, sampling=sampling, seed=a.seed,
+                                 max_history_turns=a.max_history_turns, summary_engine=summariser,
+                                 summaries_by_task=summary_map, summary_report=summary_report)
+        for r in records:
+            r.update(retrieval=a.retrieval_label or a.retrieval, retrieval_query=queries.get(r["task_id"]),
+                     compression=compression_label(a.compress_model))
+        report.update(retrieval={**retrieval, "label": a.retrieval_label or a.retrieval},
+                      compression={"model": a.compress_model, **(compression or {})})
         if a.at_turn is not None:
-            report["selection"] = {"turn": a.at_turn, "conversations_asked": a.conversations,
-                                   "conversations": len({t.conversation_id for t in tasks})}
+            report["selection"] = {"turn": a.at_turn, "conversations_asked": a.conversations, "seed": a.sample_seed,
+                                   "conversations": len({t.conversation_id for t in tasks}),
+                                   "conversation_ids": sorted({t.conversation_id for t in tasks})}
         job.write({a.out: records}, a.accounting, first=[(a.report, lambda p: write_json(p, report))])
+
+
+def _as_dicts(passages):
+    from convrag.records import Passage
+
+    return [{"id": p.doc_id, "title": p.title or "", "text": p.text} if isinstance(p, Passage) else p
+            for p in passages]
 
 
 def cmd_evaluate(a):
@@ -164,7 +218,7 @@ def cmd_llm4cs_retrieve(a):
     from convrag.llm.types import Sampling
     from convrag.rag.jobs import Job
     from convrag.rag.retrieve import write_run
-    from convrag.studies.coral.conversational import LLM4CS, llm4cs_rewrites, llm4cs_runs
+    from convrag.studies.coral.conversational import llm4cs_generate, llm4cs_policy, llm4cs_variant_runs
 
     with Job(a.registry, a.cache, a.threads) as job:
         tasks, retriever = _dense_tasks(a)
@@ -172,10 +226,20 @@ def cmd_llm4cs_retrieve(a):
         engine = job.engine(a.model, role="rewriter")
         with open(a.prompts, encoding="utf-8") as fh:
             prompts = yaml.safe_load(fh)
-        rewrites, fallbacks = llm4cs_rewrites(engine, tasks, prompts, a.n, sampling, a.seed)
-        run, records, counts = llm4cs_runs(tasks, retriever, rewrites, a.recall_k, fallbacks)
+        variant_prompts = {}
+        if a.prompting != "rew":
+            from convrag.resources import read_prompt_file
+            from convrag.studies.coral.conversational import check_llm4cs_prompts
+
+            variant_prompts = read_prompt_file(a.llm4cs_prompts, check_llm4cs_prompts, "LLM4CS prompts")
+        policy = llm4cs_policy(a.prompting, a.aggregation)
+        generated, fallbacks = llm4cs_generate(engine, tasks, prompts, variant_prompts, a.prompting, a.aggregation,
+                                               a.n, sampling, a.seed)
+        run, records, counts = llm4cs_variant_runs(tasks, retriever, generated, a.aggregation, a.recall_k, policy,
+                                                   fallbacks)
         job.write({a.out_queries: records}, a.accounting,
-                  first=[(a.out_run, lambda p: write_run(p, run, tag=LLM4CS))], **counts, n=a.n)
+                  first=[(a.out_run, lambda p: write_run(p, run, tag=policy))], **counts, n=a.n,
+                  prompting=a.prompting, aggregation=a.aggregation)
 
 
 # help of the options below that convrag.cliargs.COMMON_HELP words too generally ("stage.dest" or "dest")
@@ -264,8 +328,22 @@ def add_cli(sub) -> None:
     s.add_argument("--sampling", type=json_arg, default={}, help="JSON {temperature, top_p, max_tokens}")
     s.add_argument("--max-history-turns", type=int, default=None)
     s.add_argument("--at-turn", type=int, default=None, help="answer only this turn (1-based; Figure 4)")
-    s.add_argument("--conversations", type=int, default=50, help="with --at-turn: the first n conversations "
-                                                                 "(by id) that reach the turn")
+    s.add_argument("--conversations", type=int, default=50, help="with --at-turn: a seeded random sample of n of the "
+                                                                 "conversations that reach the turn")
+    s.add_argument("--sample-seed", type=int, default=0, help="with --at-turn: the sample's seed")
+    s.add_argument("--retrieval", choices=("strategy", "shared"), default="shared",
+                   help="strategy: the strategy's own query retrieves (the paper's P_k = R(f(H_k), q_k)); shared: "
+                        "--run's passages for every strategy")
+    s.add_argument("--strategy-run", default=None, help="retrieval strategy: the run retrieved with this strategy's "
+                                                        "query (the rewrite strategy's rewrite run)")
+    s.add_argument("--strategy-queries", default=None)
+    s.add_argument("--index-dir", default=None, help="retrieval strategy: the index the strategy's query searches")
+    s.add_argument("--retriever", default=None, help="that index's retriever kind")
+    s.add_argument("--retriever-params", type=json_arg, default={})
+    s.add_argument("--retrieval-label", default=None, help="Table 3's retrieval column")
+    s.add_argument("--compress-model", default=None, help="f_p: the registry model that compresses each passage")
+    s.add_argument("--compress-prompts", default=None)
+    s.add_argument("--compress-max-tokens", type=int, default=128)
     s.add_argument("--summary-model", default=None, help="llm_summary: the registry model that summarises")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--threads", type=int, default=None)
@@ -321,13 +399,17 @@ def add_cli(sub) -> None:
     s.add_argument("--name", required=True, help="the encoder's config name (the run's policy: session_<name>)")
     s.add_argument("--max-turns", type=int, default=None)
 
-    s = sub.add_parser("llm4cs-retrieve", help="LLM4CS: n sampled rewrites per turn, the mean of their "
-                                               "embeddings searched in the dense index (Table 2)")
+    s = sub.add_parser("llm4cs-retrieve", help="LLM4CS: an LLM's rewrites (and responses) per turn, "
+                                               "aggregated into one query vector searched in the dense index "
+                                               "(Table 2)")
     s.set_defaults(fn=cmd_llm4cs_retrieve)
     dense_run_args(s)
     for k in ("model", "registry", "cache", "prompts"):
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--n", type=int, default=5)
+    s.add_argument("--prompting", choices=("rew", "rtr", "rar"), default="rew")
+    s.add_argument("--aggregation", choices=("maxprob", "sc", "mean"), default="mean")
+    s.add_argument("--llm4cs-prompts", default=None, help="RTR's response and RAR's prompts (rtr, rar)")
     s.add_argument("--temperature", type=float, default=0.7)
     s.add_argument("--top-p", type=float, default=1.0)
     s.add_argument("--max-tokens", type=int, default=64)

@@ -35,7 +35,7 @@ from convrag.studies.coral.generate import STRATEGIES
 
 __all__ = ["TABLE3_COLUMNS", "score_answers", "table3"]
 
-TABLE3_COLUMNS = ("model", "strategy", "bleu1", "rougeL", "citation_recall", "citation_precision",
+TABLE3_COLUMNS = ("model", "strategy", "retrieval", "compression", "bleu1", "rougeL", "citation_recall", "citation_precision",
                   "input_tokens", "tasks", "citation_scored", "win", "draw", "lose", "compared")
 
 
@@ -85,12 +85,19 @@ def score_answers(records: Sequence[Mapping], tasks: Sequence[TurnTask],
             "n_citations": c["n_citations"], "n_precise": c["n_precise"], "n_overcite": c["n_overcite"],
             "prompt_tokens": r.get("prompt_tokens"), "completion_tokens": r.get("completion_tokens"),
             "finish_reason": r.get("finish_reason"), "used_rewrite_fallback": r.get("used_rewrite_fallback"),
-            "has_reference": ref is not None,
+            "has_reference": ref is not None, "retrieval": r.get("retrieval"), "compression": r.get("compression"),
         })
     summary = {**citation_summary(cites), "no_reference": sum(1 for row in rows if not row["has_reference"]),
                "at_most_citations": at_most_citations, "first_line": first_line,
                "entail": entail.summary() if hasattr(entail, "summary") else None}
     return pd.DataFrame(rows), summary
+
+
+def _one(g: pd.DataFrame, col: str):
+    """A row's retrieval / compression (one value per answers file; None in scores made before
+    the framework recorded them)."""
+    vals = g[col].dropna().unique() if col in g else []
+    return ", ".join(map(str, vals)) if len(vals) else None
 
 
 def _shares(g: pd.DataFrame) -> dict:
@@ -112,8 +119,8 @@ def table3(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, strategy), g in df.groupby(["model", "strategy"], sort=False, dropna=False):
         rows.append({
-            "model": model, "strategy": strategy,
-            "bleu1": 100.0 * g["bleu1"].mean(), "rougeL": 100.0 * g["rougeL"].mean(),
+            "model": model, "strategy": strategy, "retrieval": _one(g, "retrieval"),
+            "compression": _one(g, "compression"), "bleu1": 100.0 * g["bleu1"].mean(), "rougeL": 100.0 * g["rougeL"].mean(),
             "citation_recall": 100.0 * g["citation_recall"].mean(),
             "citation_precision": 100.0 * g["citation_precision"].mean(),
             "input_tokens": float(g["prompt_tokens"].mean()), "tasks": len(g),

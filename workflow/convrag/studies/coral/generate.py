@@ -297,6 +297,7 @@ def _mean(xs: Sequence[float]) -> float | None:
 def answer(engine, tasks: Sequence[TurnTask], passages_by_task: Mapping[str, Sequence], strategy: str,
            prompts: Mapping, *, sampling: Sampling, seed: int = 0, max_history_turns: int | None = None,
            summary_engine=None, summary_sampling: Sampling | None = None,
+           summaries_by_task: Mapping[str, str] | None = None, summary_report: dict | None = None,
            desc: str | None = "coral generation") -> tuple[list[dict], dict]:
     """Answer every task under ``strategy`` in ONE generate call (plus one summary call for
     llm_summary, on ``summary_engine`` or ``engine``, with ``summary_sampling`` or ``sampling``).
@@ -312,7 +313,8 @@ def answer(engine, tasks: Sequence[TurnTask], passages_by_task: Mapping[str, Seq
     with earlier turns but an empty summary: shown without history), ``prompt_tokens_total``,
     ``prompt_tokens_mean`` (the paper's input-token comparison), ``completion_tokens_total``,
     ``completion_tokens_mean``, ``finish_reasons``, ``empty_responses``, ``passages_mean``,
-    ``cached``."""
+    ``cached``. ``summaries_by_task`` (with its ``summary_report``) are llm_summary's summaries
+    made earlier (the framework retrieves with them first): then no summary call is made."""
     _check_strategy(strategy)
     _check_m(max_history_turns)
     tasks = list(tasks)
@@ -320,8 +322,10 @@ def answer(engine, tasks: Sequence[TurnTask], passages_by_task: Mapping[str, Seq
     if len(set(ids)) != len(ids):
         raise DataError(f"coral generation: duplicate task id {next(i for i in ids if ids.count(i) > 1)!r}")
     shown = [shown_passages(passages_by_task, t) for t in tasks]
-    summary_map, summary_report = None, None
-    if strategy == "llm_summary":
+    summary_map = None
+    if strategy == "llm_summary" and summaries_by_task is not None:
+        summary_map = dict(summaries_by_task)
+    elif strategy == "llm_summary":
         summary_map, summary_report = summaries(summary_engine or engine, tasks, prompts, summary_sampling or sampling,
                                                 max_history_turns, seed=seed)
     built = [_messages(t, p, strategy, prompts, _summary_of(t, strategy, summary_map), max_history_turns)
@@ -362,11 +366,14 @@ def answer(engine, tasks: Sequence[TurnTask], passages_by_task: Mapping[str, Seq
     return records, report
 
 
-def at_turn(tasks: Sequence[TurnTask], turn: int, conversations: int) -> list[TurnTask]:
-    """Figure 4's tasks: turn ``turn`` (1-based) of the first ``conversations`` conversations,
-    by conversation id, that reach it (each task carries its own history, so nothing else of
-    the conversation is needed)."""
-    reach = sorted({t.conversation_id for t in tasks if t.turn == turn})[:conversations]
-    keep = set(reach)
+def at_turn(tasks: Sequence[TurnTask], turn: int, conversations: int, seed: int = 0) -> list[TurnTask]:
+    """Figure 4's tasks: turn ``turn`` (1-based) of ``conversations`` conversations drawn at
+    random (``random.Random(seed).sample`` of the ids, sorted, that reach it; all when fewer
+    reach it), as the paper samples 50 at random. Each task carries its own history, so nothing
+    else of the conversation is needed. Returned in conversation-id order."""
+    import random
+
+    reach = sorted({t.conversation_id for t in tasks if t.turn == turn})
+    keep = set(reach if len(reach) <= conversations else random.Random(seed).sample(reach, conversations))
     return sorted((t for t in tasks if t.turn == turn and t.conversation_id in keep), key=lambda t: t.conversation_id)
 

@@ -49,10 +49,24 @@ def session_jobs(config: dict) -> list[dict]:
 
 
 def llm4cs_jobs(config: dict) -> list[dict]:
-    from convrag.studies.coral.conversational import LLM4CS
+    """One run per dense retriever x LLM4CS variant (prompting x aggregation; run policy
+    ``llm4cs_policy``)."""
+    from convrag.studies.coral.conversational import llm4cs_policy
 
     x = config["coral"]["llm4cs"]
-    return [dict(source=source(config), retriever=r, policy=LLM4CS) for r in (x["retrievers"] if x else [])]
+    return [dict(source=source(config), retriever=r, policy=llm4cs_policy(v["prompting"], v["aggregation"]))
+            for r in (x["retrievers"] if x else []) for v in (x["variants"] if x else [])]
+
+
+def strategy_run(config: dict, strategy: str) -> tuple[str, str] | None:
+    """(retriever, policy) of the Table 2 run a history strategy's retrieval IS (shared, not
+    searched again): the rewrite strategy's rewrite run (``llm_rewrite`` by ``coral.rewrite.model``,
+    or ``rewrite``, the golden one, with ``generation.rewrite: golden``); None for a strategy that
+    searches with its own query in the answer job."""
+    if strategy != "rewrite":
+        return None
+    return generation_run(config)[0], ("rewrite" if config["coral"]["generation"]["rewrite"] == "golden"
+                                       else "llm_rewrite")
 
 
 def run_jobs(config: dict) -> list[dict]:
@@ -134,8 +148,12 @@ def model_jobs(config: dict) -> list[dict]:
                          source=source(config)))
     jobs += [dict(stage="retrieve", role="rewriter", model=c["rewrite"]["model"], **j)
              for j in retrieval_jobs(config) if j["policy"] == "llm_rewrite"]
-    jobs += [dict(stage="retrieve", role="rewriter", model=llm4cs_model(config), samples=c["llm4cs"]["n"], **j)
-             for j in llm4cs_jobs(config)]
+    if c["llm4cs"]:
+        from convrag.studies.coral.conversational import llm4cs_requests, llm4cs_variant
+
+        jobs += [dict(stage="retrieve", role="rewriter", model=llm4cs_model(config),
+                      samples=llm4cs_requests(*llm4cs_variant(j["policy"]), c["llm4cs"]["n"]), **j)
+                 for j in llm4cs_jobs(config)]
     g, nli = c["generation"], c["evaluation"]["nli_model"]
     sw, tuned = g["history_sweep"], sft_generators(config)
     for j in generation_jobs(config) + sweep_jobs(config):
@@ -145,5 +163,7 @@ def model_jobs(config: dict) -> list[dict]:
         jobs.append(dict(stage="answer", role="reader", **j))
         if strategy == "llm_summary":
             jobs.append(dict(stage="answer", role="summariser", **{**j, "model": g["summary_model"] or j["model"]}))
+        if c["compression"]:  # f_p: one request per shown passage
+            jobs.append(dict(stage="answer", role="compressor", **{**j, "model": c["compression"]["model"]}))
         jobs.append(dict(stage="evaluate", role="judge", **{**j, "judge": nli}))
     return jobs

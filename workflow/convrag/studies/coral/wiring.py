@@ -108,9 +108,13 @@ def session_args(config: dict, encoder: str) -> str:
             + (f" --max-turns {e['max_turns']}" if e["max_turns"] is not None else ""))
 
 
-def llm4cs_args(config: dict, registry: str, cache: str) -> str:
+def llm4cs_args(config: dict, registry: str, cache: str, policy: str = "llm4cs") -> str:
+    from convrag.studies.coral.conversational import llm4cs_variant
+
     x = config["coral"]["llm4cs"]
+    prompting, aggregation = llm4cs_variant(policy)
     return (f"--model {llm4cs_model(config)} --registry {registry} --cache {cache} --n {x['n']} "
+            f"--prompting {prompting} --aggregation {aggregation} "
             f"--temperature {x['temperature']} --top-p {x['top_p']} --max-tokens {x['max_tokens']} "
             f"--recall-k {config['coral']['retrieval_k']} --domain {domain(config)}")
 
@@ -226,7 +230,8 @@ def answer_args(config: dict, model: str, name: str, registry: str, cache: str) 
             f"--sampling {json.dumps(json.dumps(g['sampling'], sort_keys=True))}"]
     if m is not None:
         sw = g["history_sweep"]
-        args.append(f"--max-history-turns {m} --at-turn {sw['turn']} --conversations {sw['conversations']}")
+        args.append(f"--max-history-turns {m} --at-turn {sw['turn']} --conversations {sw['conversations']} "
+                    f"--sample-seed {sw['seed']}")
     elif g["max_history_turns"]:
         args.append(f"--max-history-turns {g['max_history_turns']}")
     if strategy == "llm_summary":
@@ -271,3 +276,63 @@ def generation_models(config: dict, model: str, name: str) -> list[str]:
     g = config["coral"]["generation"]
     strategy = history_strategy(config, name)
     return [registry_model(config, model)] + ([g["summary_model"]] if strategy == "llm_summary" and g["summary_model"] else [])
+
+
+def framework_inputs(config: dict, L: Layout, prompts_dir: str, name: str) -> dict:
+    """What the paper's framework (§4) adds to an answer job: under ``generation.retrieval:
+    strategy``, the index the strategy's own query searches, or for the rewrite strategy the run
+    retrieved with that rewrite (its query is the rewrite: shared, not searched twice); the f_p
+    prompt when ``coral.compression`` is set."""
+    from convrag.studies.coral.plan import strategy_run
+
+    c = config["coral"]
+    ins = {}
+    if c["generation"]["retrieval"] == "strategy":
+        run = strategy_run(config, history_strategy(config, name))
+        if run:
+            ins["strategy_run"] = paths.run(L, source(config), *run)
+            ins["strategy_queries"] = paths.run(L, source(config), *run, "queries.jsonl")
+        else:
+            ins["index"] = L.index_manifest(index_corpus(config), generation_run(config)[0])
+    if c["compression"]:
+        ins["compress_prompts"] = f"{prompts_dir}/{c['compression']['prompt']}"
+    return ins
+
+
+def framework_args(config: dict, model: str, name: str, input) -> str:
+    """The answer job's retrieval (P_k = R(f(H_k), q_k)) and compression (f_p) arguments; the
+    label names both in Table 3's ``retrieval`` / ``compression`` columns."""
+    import os
+    import shlex
+
+    from convrag.retrieval import retriever_kind
+    from convrag.studies.coral.framework import retrieval_label
+
+    c, g = config["coral"], config["coral"]["generation"]
+    strategy = history_strategy(config, name)
+    retriever, policy = generation_run(config)
+    label = retrieval_label(strategy, g["retrieval"], rewrite_source=g["rewrite"], rewrite_model=c["rewrite"]["model"],
+                            summary_model=g["summary_model"] or model, shared_run=f"{retriever}/{policy}")
+    args = [f"--retrieval {g['retrieval']}"]
+    if "index" in input.keys():
+        params = json.dumps(config["retrievers"][retriever]["params"], sort_keys=True)
+        args.append(f"--retriever {retriever_kind(config, retriever)} --index-dir {os.path.dirname(input.index)} "
+                    f"--retriever-params {shlex.quote(params)}")
+    elif "strategy_run" in input.keys():
+        args.append(f"--strategy-run {input.strategy_run} --strategy-queries {input.strategy_queries}")
+    if g["retrieval"] == "strategy":
+        label = f"{label} ({retriever})"
+    args.append(f"--retrieval-label {shlex.quote(label)}")
+    if c["compression"]:
+        x = c["compression"]
+        args.append(f"--compress-model {x['model']} --compress-prompts {input.compress_prompts} "
+                    f"--compress-max-tokens {x['max_tokens']}")
+    return " ".join(args)
+
+
+def llm4cs_policies(config: dict) -> list[str]:
+    """The run policies of the configured LLM4CS variants (the rule's ``llm4cs`` wildcard)."""
+    from convrag.studies.coral.conversational import llm4cs_policy
+
+    x = config["coral"]["llm4cs"]
+    return [llm4cs_policy(v["prompting"], v["aggregation"]) for v in (x["variants"] if x else [])]
