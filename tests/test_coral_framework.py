@@ -272,6 +272,10 @@ def test_framework_config_and_wiring():
     assert strategy_run(cfg, "rewrite")[1] == "rewrite" and strategy_run(cfg, "raw_context") is None
     ins = framework_inputs(cfg, L, "P", "raw_context")
     assert list(ins) == ["index"]
+    from convrag.studies.coral.plan import generation_run
+    from convrag.studies.coral.wiring import framework_retriever
+
+    assert framework_retriever(cfg, "history_m1") == generation_run(cfg)[0] and framework_retriever(cfg, "rewrite") is None
     ins = framework_inputs(cfg, L, "P", "rewrite")
     assert ins["strategy_run"].endswith("/rewrite.trec") and "index" not in ins
 

@@ -321,7 +321,8 @@ rule coral_answer:
         strategy=alternatives(coral_wiring.strategies(config)),
     conda:
         lambda wc: conda_env(
-            models=coral_wiring.generation_models(config, wc.model, wc.strategy)
+            models=coral_wiring.generation_models(config, wc.model, wc.strategy),
+            retriever=coral_wiring.framework_retriever(config, wc.strategy),
         )
     threads: config["threads"]["simulate"]
     resources:

@@ -336,3 +336,13 @@ def llm4cs_policies(config: dict) -> list[str]:
 
     x = config["coral"]["llm4cs"]
     return [llm4cs_policy(v["prompting"], v["aggregation"]) for v in (x["variants"] if x else [])]
+
+
+def framework_retriever(config: dict, name: str) -> str | None:
+    """The retriever an answer job searches itself (its environment must load it), or None."""
+    from convrag.studies.coral.plan import strategy_run
+
+    g = config["coral"]["generation"]
+    if g["retrieval"] != "strategy" or strategy_run(config, history_strategy(config, name)):
+        return None
+    return generation_run(config)[0]
