@@ -74,6 +74,15 @@ def test_each_strategy_retrieves_with_the_query_the_paper_defines():
                 ("raw_context", "last_response", "rewrite", "llm_summary")}) == 4
 
 
+def test_the_rewrite_strategy_asks_the_generator_the_rewrite_it_retrieved_with():
+    from convrag.studies.coral.framework import asked_rewrites
+
+    got = asked_rewrites([TASK, FIRST], {"c1_3": "What did Hedda Korsvik pay the observatory with?", "c1_1": ""})
+    assert got[0].rewrite == "What did Hedda Korsvik pay the observatory with?" and got[1].rewrite == Q1
+    recs, _ = answer(Scripted(lambda r: "x"), got[:1], {"c1_3": []}, "rewrite", PROMPTS, sampling=Sampling())
+    assert recs[0]["question_asked"] == "What did Hedda Korsvik pay the observatory with?"
+
+
 def test_table3_rows_name_the_retrieval_query_and_the_compression():
     assert retrieval_label("raw_context", "strategy") == "raw_context"
     assert retrieval_label("rewrite", "strategy", rewrite_source="golden") == "rewrite:golden"

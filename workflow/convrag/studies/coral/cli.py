@@ -96,6 +96,10 @@ def cmd_answer(a):
             summary_map, summary_report = summaries(summariser or reader, tasks, prompts, sampling,
                                                     a.max_history_turns, seed=a.seed)
         passages, queries, retrieval = _framework_passages(a, tasks, summary_map)
+        if a.strategy == "rewrite" and a.retrieval == "strategy":  # the rewrite it retrieved with
+            from convrag.studies.coral.framework import asked_rewrites
+
+            tasks = asked_rewrites(tasks, queries)
         compression = None
         if a.compress_model:  # f_p
             import yaml

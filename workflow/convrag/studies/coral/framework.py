@@ -26,7 +26,7 @@ from typing import Mapping, Sequence
 from convrag.errors import ConfigError, DataError
 from convrag.records import TurnTask
 
-__all__ = ["RETRIEVAL_MODES", "REWRITE_SOURCES", "compress", "compression_label", "retrieval_label",
+__all__ = ["RETRIEVAL_MODES", "REWRITE_SOURCES", "asked_rewrites", "compress", "compression_label", "retrieval_label",
            "retrieval_queries", "retrieval_query"]
 
 RETRIEVAL_MODES = ("strategy", "shared")  # each strategy's own query | one configured run for all
@@ -66,6 +66,15 @@ def retrieval_queries(tasks: Sequence[TurnTask], strategy: str, *, summaries: Ma
     """:func:`retrieval_query` of every task (``summaries`` / ``rewrites``: task id -> text)."""
     return [retrieval_query(t, strategy, summary=(summaries or {}).get(t.task_id),
                             rewrite=(rewrites or {}).get(t.task_id), max_history_turns=max_history_turns)
+            for t in tasks]
+
+
+def asked_rewrites(tasks: Sequence[TurnTask], queries: Mapping[str, str]) -> list[TurnTask]:
+    """The rewrite strategy's tasks with the rewrite they retrieved with (the rewriting model's,
+    from its run's queries) as the rewrite the generator is asked; a task without one keeps its own."""
+    import dataclasses
+
+    return [dataclasses.replace(t, rewrite=queries[t.task_id]) if (queries.get(t.task_id) or "").strip() else t
             for t in tasks]
 
 
