@@ -40,7 +40,8 @@ def _fig_delivery(df, stem):
 def _fig_recall(df, stem):
     """One column per retriever (and dataset): the top row Recall@k at each turn over the
     conversations reaching it, the bottom row cumulative recall over all conversations (ended
-    ones carried at their last value); n under each tick; colour per condition, style per policy."""
+    ones carried at their last value); n under each tick; colour per condition, style per policy.
+    More than five retrievers: each retriever's two panels side by side, two retrievers a row."""
     from convrag.report import figures
 
     df = df[df.condition.isin(MULTI_TURN)]
@@ -48,12 +49,24 @@ def _fig_recall(df, stem):
         return figures.placeholder(stem, "no_multi_turn", "the grid has no multi-turn (SHARDED, RECAP, SNOWBALL) "
                                                     "conversation with retrieval")
     rcol = next(c for c in df.columns if c.startswith("recall@"))
-    col = df.retriever if df.dataset.nunique() == 1 else df.dataset + " / " + df.retriever
-    d = pd.concat([df.assign(panel=col + f": {rcol} at the turn", y=df[rcol], count=df["n"]),
-                   df.assign(panel=col + ": cumulative", y=df["cum_recall"], count=df["n_all"])], ignore_index=True)
+    if df.dataset.nunique() > 1:  # a paper grid: pooled over the datasets (weighted by n); each is in the data
+        keys = ["retriever", "condition", "policy", "turn"]
+        w = df.assign(_r=df[rcol] * df["n"], _c=df["cum_recall"] * df["n_all"]).groupby(keys, sort=True)[
+            ["_r", "_c", "n", "n_all"]].sum().reset_index()
+        df = w.assign(**{rcol: w["_r"] / w["n"], "cum_recall": w["_c"] / w["n_all"],
+                         "retriever": "all datasets: " + w["retriever"]})
+    col = df.retriever
+    d = pd.concat([df.assign(panel=col + f": {rcol} at the turn", y=df[rcol], count=df["n"], col=col, part=0),
+                   df.assign(panel=col + ": cumulative", y=df["cum_recall"], count=df["n_all"], col=col, part=1)],
+                  ignore_index=True)
     d["turn"] = d["turn"].astype(int)
-    figures.lines(d, stem, x="turn", y="y", group=["condition", "policy"], panel="panel", max_cols=col.nunique(),
-                  ylabel="recall of the supporting passages", ylim=(0, 1.05), n="count")
+    cols = col.nunique()
+    if cols > 5:  # a paper grid's retrievers: two retrievers (four panels) to a row instead of one wide row
+        order = {c: i for i, c in enumerate(dict.fromkeys(col))}
+        d = d.assign(_o=d["col"].map(order)).sort_values(["_o", "part"], kind="stable").drop(columns="_o")
+    figures.lines(d, stem, x="turn", y="y", group=["condition", "policy"], panel="panel",
+                  max_cols=cols if cols <= 5 else 4, ylabel="recall of the supporting passages", ylim=(0, 1.05),
+                  n="count")
 
 
 def _fig_decomposition(df, stem):
