@@ -82,12 +82,12 @@ def _figure(**kw) -> Figure:
     return fig
 
 
-def _canvas(n_panels: int, width_per: float, height: float = 3.6, max_cols: int = 3):
+def _canvas(n_panels: int, width_per: float, height: float = 3.6, max_cols: int = 3, max_width: float = 6.5):
     """Panels in rows of at most ``max_cols`` (a wide figure is unreadable at any zoom), each
-    at most 6.5 inches wide; unused cells hidden. Returns the figure and the used axes."""
+    at most ``max_width`` inches wide; unused cells hidden. Returns the figure and the used axes."""
     ncol = 2 if n_panels == 4 and max_cols == 3 else min(n_panels, max_cols)
     nrow = -(-n_panels // ncol)
-    width = min(6.5, max(4.0, width_per))
+    width = min(max_width, max(4.0, width_per))
     fig = _figure(figsize=(width * ncol, height * nrow), layout="constrained")
     axes = np.atleast_1d(fig.subplots(nrow, ncol, sharey=True, squeeze=False).ravel())
     for ax in axes[n_panels:]:
@@ -123,7 +123,10 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
         df[panel] = "all"
     panels, hues = _ordered(df[panel]), _ordered(df[hue], hue_order)
     xs_of = {pv: _ordered(df.loc[df[panel] == pv, x]) for pv in panels}
-    fig, axes = _canvas(len(panels), 1.0 + (0.5 + 0.35 * len(hues)) * max(map(len, xs_of.values())))
+    most = max(map(len, xs_of.values()))
+    crowded = most > 12  # a paper grid's many cells: two wider panels a row, labels upright
+    fig, axes = _canvas(len(panels), 1.0 + (0.5 + 0.35 * len(hues)) * most, max_cols=2 if crowded else 3,
+                        max_width=12.0 if crowded else 6.5)
     width = 0.8 / len(hues)
     for ax, pv in zip(axes, panels):
         xs = xs_of[pv]
@@ -147,13 +150,14 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
                             color="black")
         ax.set_title(str(pv))
         tilt = len(xs) > 4 or len(xs) * max(len(str(v)) for v in xs) > 40  # labels that would overlap
-        ax.set_xticks(pos, [str(v) for v in xs], rotation=30 if tilt else 0, ha="right" if tilt else "center")
+        ax.set_xticks(pos, [str(v) for v in xs], rotation=(90 if crowded else 30) if tilt else 0,
+                      ha=("center" if crowded else "right") if tilt else "center")
         ax.set_xlabel(x)
         if ylim:
             ax.set_ylim(*ylim)
         ax.axhline(0, color="black", lw=0.6)
         ax.grid(axis="y", alpha=0.3)
-    for ax in _first_column(axes):
+    for ax in _first_column(axes, 2 if crowded else 3):
         ax.set_ylabel(ylabel or y)
     fig.legend(*axes[0].get_legend_handles_labels(), title=hue, fontsize="small", loc="outside right upper")
     return save_figure(fig, stem)
