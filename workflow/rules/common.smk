@@ -321,13 +321,24 @@ def target_inputs(wc):
     return {name: arts[name] for name in t.inputs}
 
 
+_RUN_NOTES = {}
+
+
+def run_note(study, target):
+    """Study.run_note, once per study in a run (it reads the study's context: 0.1 s for
+    lic_rag); the note is the study's, the same for every target."""
+    if study.key not in _RUN_NOTES:
+        _RUN_NOTES[study.key] = study.run_note(target, config)
+    return _RUN_NOTES[study.key]
+
+
 def target_context(wc):
     study, _ = _target(wc)
     return jarg(
         {
             **study.context(config),
             "study_dir": L.study(study.key),
-            "run_note": study.run_note(wc.target, config),
+            "run_note": run_note(study, wc.target),
         }
     )
 
@@ -336,5 +347,5 @@ def target_caption(wc):
     """The caption and the run's own settings (Study.run_note), as the Markdown file has them."""
     study, _ = _target(wc)
     return " ".join(
-        t for t in (study.caption(wc.target), study.run_note(wc.target, config)) if t
+        t for t in (study.caption(wc.target), run_note(study, wc.target)) if t
     )

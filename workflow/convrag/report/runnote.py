@@ -11,12 +11,18 @@ from __future__ import annotations
 TINY_B = 1.0  # below this many billion parameters a model is a laptop stand-in, not a paper model
 
 
+_SIZES: dict[str, dict] = {}  # registry path -> {model: params_b}: read once per process (every caption asks)
+
+
 def model_sizes(config: dict, names) -> dict[str, float | None]:
     """Billions of parameters per model name (None: not in the registry or undisclosed)."""
     from convrag.schema import config_registry
 
-    reg = config_registry(config)
-    return {n: (reg[n].params_b if n in reg else None) for n in names}
+    key = str(config["models_registry"])
+    if key not in _SIZES:
+        _SIZES[key] = {n: spec.params_b for n, spec in config_registry(config).items()}
+    sizes = _SIZES[key]
+    return {n: sizes.get(n) for n in names}
 
 
 def tiny_models(config: dict, names) -> list[str]:

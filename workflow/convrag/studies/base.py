@@ -90,7 +90,8 @@ class Study:
         return dict(self.context(config).get("reproduction") or {})
 
     def run_note(self, name: str, config: dict) -> str:
-        """The sentence on this run's settings that target ``name``'s caption ends with."""
+        """The sentence on this run's settings that target ``name``'s caption ends with; the
+        same for every target of the study (the rules compute it once per study)."""
         from convrag.report.runnote import run_note
 
         return run_note(self.run_settings(config), config)
