@@ -100,6 +100,17 @@ def test_blank_reasons_of_accounting_rows():
     assert "reader.* (2 columns)" in blanks_sentence(df)
 
 
+def test_blank_reasons_of_the_reproduction_table():
+    df = pd.DataFrame({"id": ["a", "b"], "published": [0.5, 0.6], "published_ci_low": [np.nan, 0.5],
+                       "ours": [np.nan, 0.4], "ours_ci_low": [np.nan, np.nan], "tolerance": [np.nan, 0.05],
+                       "verdict": ["not run", "differs"]})
+    r = blank_reasons(df)
+    assert r["published_ci_low"] == {"the paper gives no interval": 1}
+    assert r["ours"] == {"this run gives no value (not run; see reason)": 1}
+    assert r["ours_ci_low"] == {"its estimate (ours) is blank": 1, "the mapped output has no interval": 1}
+    assert r["tolerance"] == {"the published-values map gives no tolerance for this entry": 1}
+
+
 def _grid() -> Path | None:
     given = os.environ.get("CONVRAG_TEST_GRID")
     return Path(given) / "results" if given else None

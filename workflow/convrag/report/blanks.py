@@ -40,6 +40,15 @@ def _row_reason(df: pd.DataFrame, i, col: str, given: dict) -> str:
         return given[col]
     if "note" in df.columns and isinstance(row.get("note"), str) and row["note"].strip():
         return row["note"].strip()
+    if {"verdict", "published", "ours"} <= set(df.columns):  # the reproduction table (report.reproduction)
+        if col.startswith("published_ci"):
+            return "the paper gives no interval"
+        if col == "ours":
+            return f"this run gives no value ({row['verdict']}; see reason)"
+        if col.startswith("ours_ci"):
+            return "its estimate (ours) is blank" if pd.isna(row["ours"]) else "the mapped output has no interval"
+        if col == "tolerance":
+            return "the published-values map gives no tolerance for this entry"
     n = _count_column(df, col)
     if n is not None and row[n] == 0:
         return f"no items to compute it from ({n} = 0)"
