@@ -232,6 +232,11 @@ def test_the_coral_paper_grid_rehearses_at_full_shape(coral_rehearsal):
     t3 = pd.read_csv(tables["table3_generation"])
     assert set(t3[["model", "strategy"]].itertuples(index=False, name=None)) == {
         (j["model"], j["strategy"]) for j in generation_jobs(cfg)}
+    # each strategy retrieves with its own query (the framework's columns), no f_p in the paper config
+    by = t3.set_index(["model", "strategy"])
+    assert by.loc[("qwen2.5-7b-instruct", "raw_context"), "retrieval"] == "raw_context (ance)"
+    assert by.loc[("qwen2.5-1.5b-sft", "rewrite"), "retrieval"] == f"rewrite:{c['rewrite']['model']} (ance)"
+    assert set(t3.compression) == {"none"}
     t5 = pd.read_csv(tables["table5_generator_size"]).set_index(["model", "strategy"])
     assert t5.loc[("qwen2.5-1.5b-sft", "raw_context"), "params_b"] == t5.loc[("qwen2.5-1.5b-instruct",
                                                                                "raw_context"), "params_b"]

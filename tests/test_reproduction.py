@@ -376,7 +376,11 @@ def _columns_of_code(key: str, tmp_path) -> dict[str, set[str]]:
     from convrag.studies.coral import analyses as A
     from convrag.studies.coral.evaluate import TABLE3_COLUMNS
 
-    return {"table2_retrieval": set(A.retrieval_table(scores).columns), "table3_generation": set(TABLE3_COLUMNS)}
+    from convrag.studies.coral.cleaning import dataset_statistics
+
+    return {"table2_retrieval": set(A.retrieval_table(scores).columns), "table3_generation": set(TABLE3_COLUMNS),
+            "figure4_history_length": set(A.history_sweep_table(pd.DataFrame()).columns),
+            "table1_statistics": set(dataset_statistics([], 0).columns)}
 
 
 @pytest.mark.parametrize("key", STUDIES)
@@ -412,7 +416,7 @@ def test_the_offline_default_is_not_comparable_and_says_why(key):
 
 def test_the_paper_configs_name_what_still_differs():
     """On the paper grids, the published numbers' requirements are met but for the stated
-    substitutions: ELSER (mtrag_un), GPT-3.5 for LLM4CS (coral), the unreleased domains (mtrag_un)
+    substitutions: ELSER (mtrag_un), coral's SFT rewriter (a second run), the unreleased domains (mtrag_un)
     and lic_rag's own prompt wording (worse_labels: none of Table 3's; its AUROC reader is the
     paper config's first reader, the paper's Qwen3-4B)."""
     ctx = {k: get_study(k).context(load_config(PAPER_CONFIGS[k]))["reproduction"] for k in STUDIES}
@@ -429,8 +433,11 @@ def test_the_paper_configs_name_what_still_differs():
         "unreleased domain: the paper's banking, telco (this run: clapnq, cloud, fiqa, govt)"]
     elser = reasons["mtrag_un"]["table2.elser.RW.R5"]
     assert any(r.startswith("substituted retriever: the paper's elser") for r in elser)
-    assert reasons["coral"]["table2.llm4cs_gpt35.MRR"] == [
-        "substituted llm4cs model: the paper's gpt-3.5-turbo (this run: qwen2.5-7b-instruct)"]
+    # coral's paper config names GPT-3.5 (an API entry) for LLM4CS now; the SFT rewriter's row
+    # needs the second run that names the tuned rewriter
+    assert reasons["coral"]["table2.llm4cs_gpt35.MRR"] == []
+    assert reasons["coral"]["table2.qwen2_5_1_5b_sft.MRR"] == [
+        "substituted rewrite model: the paper's qwen2.5-1.5b-sft-rewrite (this run: qwen2.5-1.5b-instruct)"]
     assert reasons["coral"]["table2.kd_ance_coral.MRR"] == []
     assert reasons["worse_labels"]["ndcg10.official_baselines_exact.bm25_hist"] == []
     # Table 3's AUROC reader is the paper config's first reader, Qwen3-4B-Instruct-2507 as in the paper
@@ -443,16 +450,18 @@ def test_artifacts_leave_out_targets_the_config_does_not_build():
     from convrag.studies.base import Study, Target
 
     class Demo(Study):
-        key = "coral"  # the coral file names table2_retrieval (a table) and table3_generation
+        key = "coral"  # the coral file names table2_retrieval (a table), table3_generation and two more
 
         def targets(self):
             return {"table2_retrieval": Target("table2_retrieval", "table", lambda i, c: None, inputs=("retrieval",)),
                     "table3_generation": Target("table3_generation", "figure", lambda i, c: None,
-                                                plot=lambda d, s: None, inputs=("generation",))}
+                                                plot=lambda d, s: None, inputs=("generation",)),
+                    **{t: Target(t, "table", lambda i, c: None, inputs=("other",))
+                       for t in ("figure4_history_length", "table1_statistics")}}
 
-    arts = reproduction_artifacts(Demo(), Layout("r"), {"retrieval": "x.parquet", "generation": None})
+    arts = reproduction_artifacts(Demo(), Layout("r"), {"retrieval": "x.parquet", "generation": None, "other": None})
     assert arts["reproduction_tables"] == ["r/coral/tables/table2_retrieval.csv"]
-    arts = reproduction_artifacts(Demo(), Layout("r"), {"retrieval": "x.parquet", "generation": ["g"]})
+    arts = reproduction_artifacts(Demo(), Layout("r"), {"retrieval": "x.parquet", "generation": ["g"], "other": None})
     assert arts["reproduction_tables"] == ["r/coral/tables/table2_retrieval.csv",
                                            "r/coral/figures/table3_generation.csv"]
 

@@ -54,8 +54,23 @@ def _retrieval(config: dict, tasks: list[TurnTask], rng) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _labels(config: dict, model: str, strategy: str) -> dict:
+    """Table 3's ``retrieval`` and ``compression`` columns as the answer job records them
+    (convrag.studies.coral.framework; wiring.framework_args adds the retriever)."""
+    from convrag.studies.coral.framework import compression_label, retrieval_label
+    from convrag.studies.coral.plan import generation_run
+
+    c, g = config["coral"], config["coral"]["generation"]
+    retriever, policy = generation_run(config)
+    label = retrieval_label(strategy, g["retrieval"], rewrite_source=g["rewrite"], rewrite_model=c["rewrite"]["model"],
+                            summary_model=g["summary_model"] or model, shared_run=f"{retriever}/{policy}")
+    return {"retrieval": f"{label} ({retriever})" if g["retrieval"] == "strategy" else label,
+            "compression": compression_label((c.get("compression") or {}).get("model"))}
+
+
 def _scores(config: dict, job: dict, tasks: list[TurnTask], strategy: str, m: int | None, rng) -> pd.DataFrame:
     e = config["coral"]["evaluation"]
+    labels = _labels(config, job["model"], strategy)
     tuned = job["model"] in sft_generators(config)
     level = 0.3 + (0.15 if tuned else 0.0)
     rows = []
@@ -68,7 +83,7 @@ def _scores(config: dict, job: dict, tasks: list[TurnTask], strategy: str, m: in
                "citation_skipped": False, "n_statements": 2, "n_entailed": 1, "n_citations": 2, "n_precise": 1,
                "n_overcite": 0, "prompt_tokens": int(TOKENS.get(strategy, 1000) + rng.integers(-50, 50)),
                "completion_tokens": int(rng.integers(50, 300)), "finish_reason": "stop",
-               "used_rewrite_fallback": False, "has_reference": True, "nli_model": e["nli"]}
+               "used_rewrite_fallback": False, "has_reference": True, "nli_model": e["nli"], **labels}
         if e["compare"]:
             outcomes = ["win", "draw", "lose"]
             row.update(comparison=outcomes[int(rng.integers(0, 3))],
