@@ -216,7 +216,7 @@ class Engine:
             misses.sort(key=lambda k: _prompt_size(unique[k]))
             size = len(misses) if self.spec.backend == "vllm" else self.spec.batch_size
             backend = self.backend
-            with progress(len(misses), desc, unit="req") as bar:
+            with progress(len(misses), desc and f"{desc} ({self.spec.name})", unit="req") as bar:
                 for i in range(0, len(misses), size):
                     chunk = misses[i:i + size]
                     t0 = time.perf_counter()
