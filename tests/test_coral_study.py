@@ -325,3 +325,32 @@ def test_cleaning_config_and_wiring():
         ' --cleaning "{\\"max_non_english\\": 0.3, \\"min_recall\\": 0.5, \\"min_words\\": 16}"')
     with pytest.raises(ConfigError, match="coral.world.cleaning.max_non_english"):
         _validate(lambda c: c["coral"]["world"].update(cleaning={"max_non_english": 2}))
+
+
+def test_a_retrieving_sft_rewriter_is_table_2s_sft_row():
+    """coral.sft.<name>.retrieves: the tuned rewriter's llm_rewrite run per retriever (policy
+    sft_<name>), read from the registry its training wrote; scored with Table 2's other runs."""
+    import json
+
+    from convrag.layout import Layout
+    from convrag.studies.coral import STUDY
+    from convrag.studies.coral import plan as P
+    from convrag.studies.coral import wiring as W
+
+    cfg = _validate(lambda c: c["coral"]["sft"]["rewriter"].update(retrieves=True))
+    L = Layout(cfg["results_dir"])
+    assert P.sft_rewriters(cfg) == {"rewriter": "smollm2-135m"}
+    jobs = P.sft_rewrite_jobs(cfg)
+    assert [(j["retriever"], j["policy"]) for j in jobs] == [(r, "sft_rewriter") for r in cfg["coral"]["retrievers"]]
+    assert all(j in P.run_jobs(cfg) for j in jobs)
+    r = cfg["coral"]["retrievers"][0]
+    ins = W.sft_retrieve_inputs(cfg, L, "P", r, "rewriter")
+    assert ins["tuned"].endswith("/sft/coral_mini/rewriter") and ins["rewrite_prompts"] == "P/rag/rewrite.yaml"
+    args = W.sft_retrieve_args(cfg, L, r, "rewriter", "C")
+    assert args.startswith("--policy llm_rewrite --retriever ") and "--rewrite-model rewriter " in args
+    assert f"--registry {ins['tuned']}/registry.yaml --cache C" in args
+    assert any(x["path"].endswith(f"{r}/sft_rewriter.trec") for x in json.loads(W.runs_arg(cfg, L)))
+    assert STUDY.context(cfg)["queries"]["sft_rewriter"].startswith("LLM rewrite by rewriter (lora fine-tuning")
+    assert P.sft_rewrite_jobs(_validate()) == []
+    with pytest.raises(ConfigError, match="coral.sft.generator.retrieves: only a rewriter"):
+        _validate(lambda c: c["coral"]["sft"]["generator"].update(retrieves=True))

@@ -7,6 +7,7 @@ from convrag.studies.coral.plan import constructed as coral_constructed
 from convrag.studies.coral.plan import source as coral_source
 from convrag.studies.coral.plan import index_corpus as coral_index_corpus
 from convrag.studies.coral.plan import llm4cs_model as coral_llm4cs_model
+from convrag.studies.coral.plan import sft_rewriters as coral_sft_rewriters
 
 CORAL = config["coral"]
 CORAL_BUILT = [coral_source(config)] if coral_constructed(config) else []
@@ -123,6 +124,53 @@ use rule retrieve from templates as coral_retrieve with:
         args=lambda wc: coral_wiring.retrieve_args(
             config, wc.retriever, wc.policy, REGISTRY, CACHE
         ),
+
+
+# Table 2's -SFT rows: a fine-tuned rewriter (coral.sft.<name>.retrieves) rewrites every turn,
+# read from the registry its training wrote beside it; policy sft_<name>.
+rule coral_sft_retrieve:
+    input:
+        unpack(
+            lambda wc: coral_wiring.sft_retrieve_inputs(
+                config, L, PROMPTS, wc.retriever, wc.rewriter
+            )
+        ),
+    output:
+        run=coral_paths.run(L, "{source}", "{retriever}", "sft_{rewriter}"),
+        queries=coral_paths.run(
+            L, "{source}", "{retriever}", "sft_{rewriter}", "queries.jsonl"
+        ),
+        accounting=coral_paths.run(
+            L, "{source}", "{retriever}", "sft_{rewriter}", "accounting.json"
+        ),
+    log:
+        L.log("coral/sft_retrieve/{source}/{retriever}/{rewriter}.log"),
+    wildcard_constraints:
+        source=alternatives([coral_source(config)]),
+        retriever=alternatives(CORAL["retrievers"]),
+        rewriter=alternatives(list(coral_sft_rewriters(config)) or ["-"]),
+    conda:
+        lambda wc: conda_env(
+            models=[coral_sft_rewriters(config)[wc.rewriter]], retriever=wc.retriever
+        )
+    threads: config["threads"]["index"]
+    resources:
+        mem_mb=16000,
+        runtime=120,
+        gpu=lambda wc: gpu_resources(coral_sft_rewriters(config)[wc.rewriter])["gpu"],
+        gpu_model=lambda wc: gpu_resources(
+            coral_sft_rewriters(config)[wc.rewriter]
+        ).get("gpu_model", ""),
+    params:
+        args=lambda wc: coral_wiring.sft_retrieve_args(
+            config, L, wc.retriever, wc.rewriter, CACHE
+        ),
+        retriever_params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),
+    shell:
+        "convrag retrieve --tasks {input.tasks} --index-dir $(dirname {input.index})"
+        " --retriever-params {params.retriever_params} {params.args}"
+        " --rewrite-prompts {input.rewrite_prompts} --threads {threads} --out-run {output.run}"
+        " --out-queries {output.queries} --accounting {output.accounting} 2> {log}"
 
 
 # Table 2's conversational dense retrieval: a session encoder trained on top of a dense

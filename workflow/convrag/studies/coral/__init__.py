@@ -91,6 +91,11 @@ class Coral(Study):
             if x["answers"] and (name in registry or name in c["generation"]["models"]):
                 raise ConfigError(f"{source}: coral.sft.{name}: an answering fine-tuned model needs a name of its own "
                                   f"({name!r} is already a registry model)")
+            if x["retrieves"] and x["role"] != "rewrite":
+                raise ConfigError(f"{source}: coral.sft.{name}.retrieves: only a rewriter (role rewrite) retrieves")
+            if x["retrieves"] and name in registry:
+                raise ConfigError(f"{source}: coral.sft.{name}: a retrieving fine-tuned rewriter needs a name of its "
+                                  f"own ({name!r} is already a registry model)")
             if x["method"] == "full" and x["lora"]:
                 raise ConfigError(f"{source}: coral.sft.{name}.lora: given, but method is 'full' (no adapter)")
             if x["role"] == "generate" and not c["retrievers"]:
@@ -191,6 +196,10 @@ class Coral(Study):
             for v in c["llm4cs"]["variants"]:
                 queries[llm4cs_policy(v["prompting"], v["aggregation"])] = llm4cs_label(
                     v["prompting"], v["aggregation"], c["llm4cs"]["n"], c["llm4cs"]["model"] or c["rewrite"]["model"])
+        from convrag.studies.coral.plan import SFT_PREFIX, sft_rewriters
+
+        for n, base in sft_rewriters(config).items():
+            queries[f"{SFT_PREFIX}{n}"] = f"LLM rewrite by {n} ({c['sft'][n]['method']} fine-tuning of {base})"
         data = benchmark_identity(config, c["benchmark"]) if c["benchmark"] else f"generated:{c['world']['corpus']}"
         run = {"data": [data],
                "retrievers": [retriever_identity(config, r) for r in c["retrievers"]],

@@ -69,9 +69,26 @@ def strategy_run(config: dict, strategy: str) -> tuple[str, str] | None:
                                        else "llm_rewrite")
 
 
+SFT_PREFIX = "sft_"
+
+
+def sft_rewriters(config: dict) -> dict[str, str]:
+    """The fine-tuned rewriters that retrieve (``coral.sft.<name>.retrieves``): name -> base model."""
+    return {n: x["model"] for n, x in (config["coral"].get("sft") or {}).items()
+            if x["role"] == "rewrite" and x.get("retrieves")}
+
+
+def sft_rewrite_jobs(config: dict) -> list[dict]:
+    """Table 2's -SFT rows: the tuned rewriter's llm_rewrite run in each retriever's index
+    (policy ``sft_<name>``)."""
+    return [dict(source=source(config), retriever=r, policy=f"{SFT_PREFIX}{n}", rewriter=n)
+            for n in sft_rewriters(config) for r in config["coral"]["retrievers"]]
+
+
 def run_jobs(config: dict) -> list[dict]:
-    """Every run Table 2 scores: the ad-hoc query policies, the session encoders, LLM4CS."""
-    return retrieval_jobs(config) + session_jobs(config) + llm4cs_jobs(config)
+    """Every run Table 2 scores: the ad-hoc query policies, the session encoders, LLM4CS, the
+    fine-tuned rewriters."""
+    return retrieval_jobs(config) + session_jobs(config) + llm4cs_jobs(config) + sft_rewrite_jobs(config)
 
 
 def llm4cs_model(config: dict) -> str | None:

@@ -72,6 +72,24 @@ def retrieve_args(config: dict, retriever: str, policy: str, registry: str, cach
             + f" --domain {domain(config)}")
 
 
+def sft_retrieve_inputs(config: dict, L: Layout, prompts_dir: str, retriever: str, rewriter: str) -> dict:
+    """A fine-tuned rewriter's run: the turns, the index, the rewrite prompt, the tuned model."""
+    return {**retrieve_inputs(config, L, prompts_dir, retriever, "llm_rewrite"),
+            "tuned": paths.sft(L, source(config), rewriter)}
+
+
+def sft_retrieve_args(config: dict, L: Layout, retriever: str, rewriter: str, cache: str) -> str:
+    """``convrag retrieve --policy llm_rewrite`` with the tuned rewriter, read from the registry
+    its training wrote beside it."""
+    from convrag.rag.retrieve import retrieve_cli_args
+
+    c = config["coral"]
+    registry = paths.sft(L, source(config), rewriter) + "/registry.yaml"
+    return ("--policy llm_rewrite " + retrieve_cli_args(config, retriever, "llm_rewrite", c["retrieval_k"],
+                                                        {**c["rewrite"], "model": rewriter}, registry, cache)
+            + f" --domain {domain(config)}")
+
+
 def dense_params(config: dict, retriever: str) -> dict:
     """A dense retriever's params with the defaults filled (its encoder and query prefix)."""
     from convrag.retrieval.dense import DEFAULTS
