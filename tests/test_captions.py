@@ -100,6 +100,13 @@ def test_blank_reasons_of_accounting_rows():
     assert "reader.* (2 columns)" in blanks_sentence(df)
 
 
+def test_blank_reasons_of_lic_rag_shares_and_falls():
+    d = pd.DataFrame({"total_gap": [0.0, 0.2], "delivery_share": [np.nan, np.nan]})
+    assert blank_reasons(d)["delivery_share"] == {"a share of a total gap of 0 is undefined": 1, UNRECORDED: 1}
+    f = pd.DataFrame({"condition": ["FULL", "SHARDED"], "ceiling_fall": [np.nan, np.nan]})
+    assert blank_reasons(f)["ceiling_fall"] == {"the fall is measured from FULL, so FULL has none": 1, UNRECORDED: 1}
+
+
 def test_blank_reasons_of_the_reproduction_table():
     df = pd.DataFrame({"id": ["a", "b"], "published": [0.5, 0.6], "published_ci_low": [np.nan, 0.5],
                        "ours": [np.nan, 0.4], "ours_ci_low": [np.nan, np.nan], "tolerance": [np.nan, 0.05],

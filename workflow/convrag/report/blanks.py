@@ -55,6 +55,10 @@ def _row_reason(df: pd.DataFrame, i, col: str, given: dict) -> str:
     if ("recovery" in col or col.startswith(("recap_ci", "snowball_ci"))) and {"f1_full", "f1_sharded"} <= set(df.columns) \
             and row["f1_full"] - row["f1_sharded"] <= 0:
         return "no positive FULL-SHARDED gap to recover"
+    if col == "delivery_share" and "total_gap" in df.columns and abs(row["total_gap"]) <= 1e-12:
+        return "a share of a total gap of 0 is undefined"
+    if col.endswith(("_fall", "_fall_ci_low", "_fall_ci_high")) and row.get("condition") == "FULL":
+        return "the fall is measured from FULL, so FULL has none"
     if col.startswith("rel_") and "f1_full" in df.columns and row["f1_full"] == 0:
         return "a relative change of a FULL F1 of 0 is undefined"
     if "job" in df.columns and "job" not in given:  # the accounting table: a column per key of the files

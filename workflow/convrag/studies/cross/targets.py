@@ -75,6 +75,8 @@ def judged_by(df: pd.DataFrame, judges: dict) -> pd.DataFrame:
     out = df.copy()
     out["judge"] = [(judges.get(JUDGED.get(m)) or {}).get("model") for m in out["metric"]]
     out["judge_params_b"] = [(judges.get(JUDGED.get(m)) or {}).get("params_b") for m in out["metric"]]
+    out.attrs["blank_reasons"] = {"judge": "no LLM judges this metric",
+                                  "judge_params_b": "no LLM judges this metric, or its size is not in the registry"}
     return out
 
 
