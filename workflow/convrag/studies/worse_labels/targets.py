@@ -249,8 +249,9 @@ def _fig3(df, stem):
     from convrag.report import figures
 
     df = df[(df["measure"] == "auroc") & ~df["restricted"].astype(bool)]
-    figures.grouped_bars(df, stem, x="rung", hue="label", y="value", panel="reader",
-                         ylabel="AUROC of p(answerable)", ylim=(0, 1))
+    # one panel per slice and reader: the slices' ladders share rung names (dense), which must not pool
+    figures.grouped_bars(df.assign(panel=df["slice"] + " / " + df["reader"]), stem, x="rung", hue="label", y="value",
+                         panel="panel", ylabel="AUROC of p(answerable)", ylim=(0, 1))
 
 
 def _judge_corrected(inputs, ctx):
