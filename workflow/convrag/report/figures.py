@@ -149,7 +149,8 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
                             ha="center", va="bottom", fontsize=7, rotation=90 if np.isnan(mean[k]) else 0,
                             color="black")
         ax.set_title(str(pv))
-        tilt = len(xs) > 4 or len(xs) * max(len(str(v)) for v in xs) > 40  # labels that would overlap
+        longest = max(len(str(v)) for v in xs)
+        tilt = len(xs) * longest > 40 or (len(xs) > 4 and longest > 6)  # labels that would overlap
         ax.set_xticks(pos, [str(v) for v in xs], rotation=(90 if crowded else 30) if tilt else 0,
                       ha=("center" if crowded else "right") if tilt else "center")
         ax.set_xlabel(x)
@@ -157,6 +158,10 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
             ax.set_ylim(*ylim)
         ax.axhline(0, color="black", lw=0.6)
         ax.grid(axis="y", alpha=0.3)
+        if pd.api.types.is_integer_dtype(df[y]):  # counts: no tick at 0.25 of a task
+            from matplotlib.ticker import MaxNLocator
+
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in _first_column(axes, 2 if crowded else 3):
         ax.set_ylabel(ylabel or y)
     fig.legend(*axes[0].get_legend_handles_labels(), title=hue, fontsize="small", loc="outside right upper")
