@@ -246,9 +246,9 @@ def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: st
                 labels = [f"{t}\nn={rng.at[t, 'min']}" + (f"-{rng.at[t, 'max']}" if rng.at[t, "max"] != rng.at[t, "min"]
                                                            else "") for t in ticks]
             ax.set_xticks(ticks, labels)
-        elif 0 < sub[x].nunique() <= 8 and pd.api.types.is_numeric_dtype(sub[x]):  # ticks at the measured values
-            ticks = sorted(sub[x].unique())
-            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        elif 0 < sub[x].nunique() <= 8 and pd.api.types.is_numeric_dtype(sub[x]) and _spread(sub[x]):
+            ticks = sorted(sub[x].unique())  # ticks at the measured values, when they do not crowd
+            ax.set_xticks(ticks, [f"{t:.3g}" for t in ticks])
             if len(ticks) == 1:
                 ax.set_xlim(ticks[0] - 1, ticks[0] + 1) if ticks[0] >= 1 else ax.set_xlim(0, 2 * ticks[0])
         if ylim:
@@ -264,6 +264,12 @@ def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: st
                 labels.append(lab)
     fig.legend(handles, labels, title=" / ".join(group), fontsize="x-small", loc="outside right upper")
     return save_figure(fig, stem)
+
+
+def _spread(values: pd.Series) -> bool:
+    """Whether the distinct values lie at least 8% of their range apart (ticks that do not overlap)."""
+    v = np.sort(values.dropna().unique().astype(float))
+    return len(v) == 1 or float(np.diff(v).min()) >= 0.08 * float(v[-1] - v[0])
 
 
 def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None, panel: str | None = None,
