@@ -154,7 +154,8 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
         # a study rule's own wildcards (coral's encoder / name) take the first configured entry
         coral = wf.config.get("coral") or {}
         extra = {"encoder": next(iter(coral.get("session_encoders") or {}), None),
-                 "name": next(iter(coral.get("sft") or {}), None)}
+                 "name": next(iter(coral.get("sft") or {}), None),
+                 "rewriter": next((n for n, x in (coral.get("sft") or {}).items() if x.get("retrieves")), None)}
         # worse_labels' slice / rung: the first slice and its first rung
         wl = {k: v for k, v in ((wf.config.get("worse_labels") or {}).get("slices") or {}).items() if v}
         sl = next(iter(wl), None)

@@ -151,7 +151,8 @@ rule coral_sft_retrieve:
         rewriter=alternatives(list(coral_sft_rewriters(config)) or ["-"]),
     conda:
         lambda wc: conda_env(
-            models=[coral_sft_rewriters(config)[wc.rewriter]], retriever=wc.retriever
+            models=coral_wiring.sft_rewriter_models(config, wc.rewriter),
+            retriever=wc.retriever,
         )
     threads: config["threads"]["index"]
     resources:

@@ -78,6 +78,15 @@ def sft_retrieve_inputs(config: dict, L: Layout, prompts_dir: str, retriever: st
             "tuned": paths.sft(L, source(config), rewriter)}
 
 
+def sft_rewriter_models(config: dict, rewriter: str | None) -> list[str]:
+    """The registry model a tuned rewriter's run follows for its environment and GPUs: its base
+    (none for a name that is not a retrieving rewriter)."""
+    from convrag.studies.coral.plan import sft_rewriters
+
+    base = sft_rewriters(config).get(rewriter)
+    return [base] if base else []
+
+
 def sft_retrieve_args(config: dict, L: Layout, retriever: str, rewriter: str, cache: str) -> str:
     """``convrag retrieve --policy llm_rewrite`` with the tuned rewriter, read from the registry
     its training wrote beside it."""
