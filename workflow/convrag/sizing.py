@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from convrag.cost import SCENARIOS, Tokens, Work, reply_delta
+from convrag.cost import SCENARIOS, Tokens, Work, WorkList, reply_delta
 from convrag.errors import DataError
 
 CHARS_PER_TOKEN = 4.0  # English text in subword tokenizers, for passage lengths read as text
@@ -76,6 +76,15 @@ class Pools:
     def per_unit(self, key, role) -> Tokens | None:
         u = self.units.get((key, role), 0.0)
         return self.tokens[(key, role)].scaled(1.0 / u) if u and self.tokens[(key, role)].requests else None
+
+
+def new_worklist(pools: Pools, study: str, results) -> tuple[WorkList, bool]:
+    """An empty work list for ``study`` and whether anything was measured: a run without one of the
+    study's accounting files sizes nothing, and the list's notes say so."""
+    out = WorkList()
+    if not pools.files:
+        out.notes.append(f"the measured run ({results}) has no {study} accounting file: nothing sized")
+    return out, bool(pools.files)
 
 
 def work(study: str, kind: str, job: str, model: str, role: str, per: Tokens, units: float,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from convrag.cost import WorkList
 from convrag.layout import Layout
-from convrag.sizing import Pools, job_field, passage_tokens, task_count, work
+from convrag.sizing import Pools, job_field, new_worklist, passage_tokens, task_count, work
 from convrag.studies.coral import paths
 from convrag.studies.coral.plan import constructed, model_jobs, source, sweep_m
 from convrag.studies.coral.wiring import compare_model
@@ -74,11 +74,10 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
     """``Study.estimate`` of coral (see the module doc); what cannot be sized is noted."""
     mcfg, c = measured["config"], config[KEY]
     pools, sweep = _measure(mcfg, measured["results"])
-    out = WorkList()
-    notes = out.notes
-    if not pools.files:
-        notes.append(f"the measured run ({measured['results']}) has no {KEY} accounting file: nothing sized")
+    out, measured_any = new_worklist(pools, KEY, measured["results"])
+    if not measured_any:
         return out
+    notes = out.notes
     mc, g, e = mcfg[KEY], c["generation"], c["evaluation"]
     ptok, how = passage_tokens(measured, [source(mcfg)] if constructed(mcfg) else None)
     delta_k = (g["top_k"] - mc["generation"]["top_k"]) * ptok

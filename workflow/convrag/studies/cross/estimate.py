@@ -15,7 +15,7 @@ from pathlib import Path
 from convrag.cost import WorkList
 from convrag.layout import Layout
 from convrag.retrieval import is_closed_book, retriever_llm
-from convrag.sizing import Pools, job_field, passage_tokens, task_count, work
+from convrag.sizing import Pools, job_field, new_worklist, passage_tokens, task_count, work
 from convrag.studies.cross import paths
 from convrag.studies.cross.plan import answer_jobs, benchmarks, domains, is_multihop, model_jobs
 from convrag.studies.cross.wiring import shard_benchmarks
@@ -57,11 +57,10 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
     """``Study.estimate`` of cross (see the module doc); what cannot be sized is noted."""
     mcfg, c = measured["config"], config[KEY]
     pools = _measure(mcfg, measured["results"])
-    out = WorkList()
-    notes = out.notes
-    if not pools.files:
-        notes.append(f"the measured run ({measured['results']}) has no {KEY} accounting file: nothing sized")
+    out, measured_any = new_worklist(pools, KEY, measured["results"])
+    if not measured_any:
         return out
+    notes = out.notes
     mc = mcfg[KEY]
     ptok, how = passage_tokens(measured)
     k_t, k_m = c["top_k"], mc["top_k"]

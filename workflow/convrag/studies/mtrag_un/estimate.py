@@ -9,7 +9,7 @@ from pathlib import Path
 
 from convrag.cost import WorkList
 from convrag.layout import Layout
-from convrag.sizing import Pools, job_field, passage_tokens, task_count, work
+from convrag.sizing import Pools, job_field, new_worklist, passage_tokens, task_count, work
 from convrag.studies.mtrag_un import paths
 from convrag.studies.mtrag_un.plan import domains, model_jobs
 
@@ -35,11 +35,10 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
     """``Study.estimate`` of mtrag_un (see the module doc); what cannot be sized is noted."""
     mcfg, m = measured["config"], config[KEY]
     pools = _measure(mcfg, measured["results"])
-    out = WorkList()
-    notes = out.notes
-    if not pools.files:
-        notes.append(f"the measured run ({measured['results']}) has no {KEY} accounting file: nothing sized")
+    out, measured_any = new_worklist(pools, KEY, measured["results"])
+    if not measured_any:
         return out
+    notes = out.notes
     mm, g = mcfg[KEY], m["generation"]
     ptok, how = passage_tokens(measured, [f"{mm['benchmark']}.{d}" for d in domains(mcfg)])
     shown = {"rag": (g["top_k"], mm["generation"]["top_k"]), "reference": (g["reference_k"], mm["generation"]["reference_k"])}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from convrag.cost import WorkList
 from convrag.layout import Layout
-from convrag.sizing import Pools, job_field, passage_tokens, task_count, work
+from convrag.sizing import Pools, job_field, new_worklist, passage_tokens, task_count, work
 from convrag.studies.worse_labels import paths
 from convrag.studies.worse_labels.plan import (answer_judges, content_judges, model_jobs, readers, rung_jobs, sets,
                                                slice_domains, slices)
@@ -67,11 +67,10 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
     """``Study.estimate`` of worse_labels (see the module doc); what cannot be sized is noted."""
     mcfg, wl = measured["config"], config[KEY]
     pools, size = _measure(mcfg, measured["results"])
-    out = WorkList()
-    notes = out.notes
-    if not pools.files:
-        notes.append(f"the measured run ({measured['results']}) has no {KEY} accounting file: nothing sized")
+    out, measured_any = new_worklist(pools, KEY, measured["results"])
+    if not measured_any:
         return out
+    notes = out.notes
     ptok, how = passage_tokens(measured)
     k_t, k_m = wl["top_k"], mcfg[KEY]["top_k"]
     turns, calls = {}, {}
