@@ -5,13 +5,12 @@ and aggregations with hand-worked vectors; the paper's API entries."""
 from __future__ import annotations
 
 import argparse
-import copy
 
 import numpy as np
 import pytest
 import yaml
 
-from convrag.config import REPO_ROOT, validate_config
+from convrag.config import REPO_ROOT
 from convrag.errors import ConfigError
 from convrag.llm.types import Response, Sampling
 from convrag.rag.policies import make_queries
@@ -20,6 +19,7 @@ from convrag.records import Passage, TurnTask, write_records
 from convrag.studies.coral import conversational as C
 from convrag.studies.coral.framework import compress, retrieval_label, retrieval_queries, retrieval_query
 from convrag.studies.coral.generate import answer, load_prompts, summaries
+from coral_helpers import validated as _validate
 
 PROMPTS = load_prompts()
 Q1, A1 = "What is the Velmar Observatory?", "An observatory on a hill above Velmar."
@@ -256,16 +256,6 @@ def test_llm4cs_promptings_call_and_aggregate_as_the_variant_says():
 # ----------------------------------------------------------------------------- config and wiring
 
 
-TEST_CONFIG = yaml.safe_load((REPO_ROOT / "config" / "tests" / "coral.yaml").read_text())
-RETRIEVERS = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())["retrievers"]
-
-
-def _validate(change=None):
-    cfg = copy.deepcopy({"retrievers": RETRIEVERS, "studies": ["coral"],
-                         **{k: TEST_CONFIG[k] for k in ("corpora", "coral")}})
-    if change:
-        change(cfg)
-    return validate_config(cfg, source="x.yaml", registry={"smollm2-135m": {}, "judge-b": {}})
 
 
 def test_framework_config_and_wiring():

@@ -4,17 +4,15 @@ config checks of the study block."""
 
 from __future__ import annotations
 
-import copy
 
 import pandas as pd
 import pytest
-import yaml
 
-from convrag.config import REPO_ROOT, validate_config
 from convrag.errors import ConfigError
 from convrag.records import TurnTask
 from convrag.studies.coral import analyses as A
 from convrag.studies.coral.construct import read_trees, sample_flows
+from coral_helpers import validated as _validate
 
 
 def _page(pid: str, title: str, sections: list[tuple[int, str]]) -> dict:
@@ -89,16 +87,6 @@ def test_retrieval_table_scales_to_percent():
     assert t.loc["rewrite", "RR"] == 100.0 and t.loc["current", "query"] == "last question"
 
 
-TEST_CONFIG = yaml.safe_load((REPO_ROOT / "config" / "tests" / "coral.yaml").read_text())
-RETRIEVERS = yaml.safe_load((REPO_ROOT / "config" / "config.yaml").read_text())["retrievers"]
-
-
-def _validate(change=None):
-    cfg = copy.deepcopy({"retrievers": RETRIEVERS, "studies": ["coral"],
-                         **{k: TEST_CONFIG[k] for k in ("corpora", "coral")}})
-    if change:
-        change(cfg)
-    return validate_config(cfg, source="x.yaml", registry={"smollm2-135m": {}, "judge-b": {}})
 
 
 def test_config_checks_name_the_key():

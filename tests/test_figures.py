@@ -75,7 +75,8 @@ def test_placeholder_round_trip(tmp_path):
     assert placeholder_of(png) is None and coloured_pixels(png) > MIN_MARK
 
 
-def test_grouped_bars_axes_per_panel_in_ladder_order(tmp_path, monkeypatch):
+def _spy_on_axes(monkeypatch) -> dict:
+    """Record the axes of the next figure drawn (``seen["axes"]``), to read its ticks and texts."""
     seen = {}
     real = figures._canvas
 
@@ -85,6 +86,11 @@ def test_grouped_bars_axes_per_panel_in_ladder_order(tmp_path, monkeypatch):
         return fig, axes
 
     monkeypatch.setattr(figures, "_canvas", spy)
+    return seen
+
+
+def test_grouped_bars_axes_per_panel_in_ladder_order(tmp_path, monkeypatch):
+    seen = _spy_on_axes(monkeypatch)
     df = pd.DataFrame({"slice": ["mtrag"] * 3 + ["recor"] * 4,
                        "rung": ["last_bm25", "rewrite_bm25", "dense", "bm25_turn", "fusion", "dense", "hybrid"],
                        "labeller": "m", "precision": [1, 0, np.nan, 0.8, 0.4, 0.2, 0.4]})
@@ -112,15 +118,7 @@ def test_line_styles_separate_thirty_lines():
 
 
 def test_lines_integer_ticks_and_n(tmp_path, monkeypatch):
-    seen = {}
-    real = figures._canvas
-
-    def spy(*a, **k):
-        fig, axes = real(*a, **k)
-        seen["axes"] = axes
-        return fig, axes
-
-    monkeypatch.setattr(figures, "_canvas", spy)
+    seen = _spy_on_axes(monkeypatch)
     df = pd.DataFrame({"m": [1, 2, 1, 2], "value": [19.1, 21.2, 0.0, 0.0], "model": "s",
                        "measure": ["rougeL", "rougeL", "draw", "draw"], "n": [4, 3, 4, 3]})
     lines(df, tmp_path / "l", x="m", y="value", group=["model"], panel="measure", n="n")
