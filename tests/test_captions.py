@@ -86,6 +86,9 @@ def test_blank_reasons_checked_against_the_row():
     given = df.copy()
     given.attrs["blank_reasons"] = {"kappa_audit": "no audit in this run"}
     assert blank_reasons(given)["kappa_audit"] == {"no audit in this run": 2}
+    # a function of the row: its reason where it gives one, the rules below where it gives None
+    given.attrs["blank_reasons"] = {"kappa_audit": lambda row: "audit skipped" if row["n_audit"] == 5 else None}
+    assert blank_reasons(given)["kappa_audit"] == {"audit skipped": 1, "no items to compute it from (n_audit = 0)": 1}
     assert blanks_sentence(df.dropna()) == ""
     s = blanks_sentence(df)
     assert s.startswith("Blank cells: ") and "kappa_audit (1 of 3 rows: no items to compute it from (n_audit = 0)" in s

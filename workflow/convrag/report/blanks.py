@@ -5,7 +5,8 @@ whose denominator is 0, an accounting role the job did not have, an analysis swi
 ``blank_reasons`` finds, per column with blanks, the reasons the row itself proves (checked
 against the row, never assumed) and names the rest as "reason not recorded", so a reader
 (and tests) can see which blanks are still unexplained. A build may give its own reasons in
-``df.attrs["blank_reasons"]`` (column -> reason).
+``df.attrs["blank_reasons"]``: column -> a reason (every blank of the column), or a function of
+the row giving the reason or None (then the rules below are asked).
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def _count_column(df: pd.DataFrame, col: str) -> str | None:
 def _row_reason(df: pd.DataFrame, i, col: str, given: dict) -> str:
     row = df.loc[i]
     if col in given:
-        return given[col]
+        why = given[col](row) if callable(given[col]) else given[col]
+        if why:
+            return str(why)
     if "note" in df.columns and isinstance(row.get("note"), str) and row["note"].strip():
         return row["note"].strip()
     if {"verdict", "published", "ours"} <= set(df.columns):  # the reproduction table (report.reproduction)
