@@ -20,7 +20,6 @@ from convrag.errors import ConfigError, ConvragError
 from convrag.io import atomic_open
 from convrag.retrieval.base import (
     Capabilities,
-    Hits,
     SearchResult,
     Retriever,
     check_k,

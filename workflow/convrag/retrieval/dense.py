@@ -26,7 +26,6 @@ from convrag.errors import ConfigError, ModelError
 from convrag.io import atomic_open
 from convrag.retrieval.base import (
     Capabilities,
-    Hits,
     SearchResult,
     Retriever,
     check_k,

@@ -55,7 +55,7 @@ import numpy as np
 from scipy import sparse
 
 from convrag.errors import ConfigError, DataError
-from convrag.retrieval.base import Capabilities, SearchResult, Hits, QueryCost, Retriever, check_k, file_sha256, normalize_params, read_corpus
+from convrag.retrieval.base import Capabilities, SearchResult, Retriever, check_k, file_sha256, normalize_params, read_corpus
 from convrag.retrieval.graph.common import (
     embedding_params,
     encode,

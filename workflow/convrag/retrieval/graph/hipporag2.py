@@ -44,7 +44,7 @@ from scipy import sparse
 from convrag.errors import ConfigError
 from convrag.llm.parsing import parse_json_object
 from convrag.llm.types import Request, Sampling
-from convrag.retrieval.base import Capabilities, SearchResult, Hits, QueryCost, Retriever, batched_llm, check_k, normalize_params
+from convrag.retrieval.base import Capabilities, SearchResult, Retriever, batched_llm, check_k, normalize_params
 from convrag.retrieval.graph.common import embedding_params, encode, few_shot, load_prompt, new_costs, top_docs
 from convrag.retrieval.graph.hipporag import _int, _number, build_pointer, incidence, load_pointer
 from convrag.retrieval.graph.kg import KnowledgeGraph

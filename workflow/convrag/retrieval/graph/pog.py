@@ -68,7 +68,7 @@ import numpy as np
 
 from convrag.llm.parsing import parse_json_object, string_list
 from convrag.llm.types import Request, Sampling
-from convrag.retrieval.base import Capabilities, SearchResult, Hits, check_k
+from convrag.retrieval.base import Capabilities, SearchResult, check_k
 from convrag.retrieval.graph import common
 from convrag.retrieval.graph.kg import normalize_entity
 from convrag.retrieval.graph.tog2 import (

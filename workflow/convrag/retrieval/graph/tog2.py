@@ -75,7 +75,6 @@ from convrag.llm.types import Request, Sampling
 from convrag.retrieval.base import (
     Capabilities,
     SearchResult,
-    Hits,
     QueryCost,
     Retriever,
     batched_llm,
