@@ -64,7 +64,10 @@ def generator_size_table(table3: pd.DataFrame, sizes: dict) -> pd.DataFrame:
         return table3.assign(params_b=pd.Series(dtype=float))
     out = table3.assign(params_b=table3["model"].map(lambda m: sizes.get(m)).astype(float))
     cols = ["model", "params_b"] + [c for c in table3.columns if c != "model"]
-    return out[cols].sort_values(["params_b", "model"], kind="stable", na_position="last").reset_index(drop=True)
+    out = out[cols].sort_values(["params_b", "model"], kind="stable", na_position="last").reset_index(drop=True)
+    out.attrs["blank_reasons"] = {**table3.attrs.get("blank_reasons", {}),
+                                  "params_b": "the registry gives no parameter count for this model"}
+    return out
 
 
 def history_sweep_table(scores: pd.DataFrame, sft_bases: dict | None = None) -> pd.DataFrame:
@@ -91,6 +94,18 @@ def history_sweep_table(scores: pd.DataFrame, sft_bases: dict | None = None) -> 
     base = out.set_index(["model", "m"])["rougeL"].to_dict()
     out["rougeL_gain"] = [(r.rougeL / base[(r.base_model, r.m)] - 1
                            if r.sft and base.get((r.base_model, r.m)) else float("nan")) for r in out.itertuples()]
+
+    def no_gain(row) -> str:
+        if not row["sft"]:
+            return "not a fine-tuned generator (sft false): no base model to compare with"
+        b = base.get((row["base_model"], row["m"]))
+        if b is None or pd.isna(b):
+            return f"its base model ({row['base_model']}) has no ROUGE-L at m = {row['m']}"
+        return f"its base model's ROUGE-L at m = {row['m']} is 0 (a relative gain over 0 is undefined)"
+
+    out.attrs["blank_reasons"] = {
+        "base_model": lambda row: None if row["sft"] else "not a fine-tuned generator (sft false)",
+        "rougeL_gain": no_gain}
     return out
 
 
@@ -125,4 +140,25 @@ def judge_table(scores: pd.DataFrame) -> pd.DataFrame:
                          "compared": n, "agreement": agree, "kappa": kappa, "both_decided": int(both.sum())})
     out = pd.DataFrame(rows, columns=cols)
     out["_s"] = out.strategy.map(lambda s: order.get(s, len(order)))
-    return out.sort_values(["model", "_s"], kind="stable").drop(columns="_s").reset_index(drop=True)
+    out = out.sort_values(["model", "_s"], kind="stable").drop(columns="_s").reset_index(drop=True)
+    out.attrs["blank_reasons"] = {"kappa": _no_kappa, "agreement": _no_agreement,
+                                  **{x: (lambda row: "the judge decided no pair (compared = 0)"
+                                         if row["compared"] == 0 else None) for x in ("win", "draw", "lose")}}
+    return out
+
+
+def _no_agreement(row) -> str | None:
+    """Why Figure 5's agreement is blank (None: not for a reason the row shows)."""
+    return "no pair decided by both this judge and the compare model (both_decided = 0)" \
+        if row["both_decided"] == 0 else None
+
+
+def _no_kappa(row) -> str | None:
+    """Why Figure 5's kappa is blank: fewer than two pairs, or (agreement 1 and one outcome at
+    100% of the judge's decided pairs) a single outcome class; None when the row shows neither."""
+    if row["both_decided"] < 2:
+        return f"fewer than two pairs decided by both judges (both_decided = {int(row['both_decided'])})"
+    single = [x for x in ("win", "draw", "lose") if row[x] == 100.0]
+    if row["agreement"] == 1.0 and single:
+        return f"a single outcome class (every pair a {single[0]} for both judges) leaves kappa undefined"
+    return None

@@ -33,10 +33,15 @@ from convrag.metrics.text import rouge_l
 from convrag.records import TurnTask
 from convrag.studies.coral.generate import STRATEGIES
 
-__all__ = ["TABLE3_COLUMNS", "score_answers", "table3"]
+__all__ = ["FRAMEWORK_BLANKS", "TABLE3_COLUMNS", "score_answers", "table3"]
 
 TABLE3_COLUMNS = ("model", "strategy", "retrieval", "compression", "bleu1", "rougeL", "citation_recall", "citation_precision",
                   "input_tokens", "tasks", "citation_scored", "win", "draw", "lose", "compared")
+
+# A current answer job always labels its records (``retrieval``: the run or strategy label;
+# ``compression``: the f_p model or "none"), so a blank can only come from older answer files.
+FRAMEWORK_BLANKS = {col: (f"its answers carry no {col} label (answer or score files from before the jobs recorded "
+                          f"it; a current answer job always writes one)") for col in ("retrieval", "compression")}
 
 
 def _premise_passage(p: Mapping) -> dict:
@@ -131,4 +136,6 @@ def table3(df: pd.DataFrame) -> pd.DataFrame:
     order = {s: i for i, s in enumerate(STRATEGIES)}
     out["_m"] = out["model"].astype(str)
     out["_s"] = out["strategy"].map(lambda s: order.get(s, len(order)))
-    return out.sort_values(["_m", "_s", "strategy"], kind="stable").drop(columns=["_m", "_s"]).reset_index(drop=True)
+    out = out.sort_values(["_m", "_s", "strategy"], kind="stable").drop(columns=["_m", "_s"]).reset_index(drop=True)
+    out.attrs["blank_reasons"] = dict(FRAMEWORK_BLANKS)
+    return out

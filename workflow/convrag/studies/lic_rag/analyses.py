@@ -264,12 +264,38 @@ def aptitude_unreliability(scores: pd.DataFrame, boot: dict, analysis: dict, clo
                      "aptitude": a_ci["mean"], "aptitude_ci_low": a_ci["ci_low"], "aptitude_ci_high": a_ci["ci_high"],
                      "unreliability": u_ci["mean"], "unreliability_ci_low": u_ci["ci_low"],
                      "unreliability_ci_high": u_ci["ci_high"]})
+    paired: dict = {}  # (model, policy) of a pooled SHARDED row -> (paired units, their mean FULL unreliability)
     if closed_retrievers is not None:
-        rows += _pooled_reliability(scores[~scores.retriever.isin(closed_retrievers)], boot, hi, lo)
-    return pd.DataFrame(rows)
+        rows += _pooled_reliability(scores[~scores.retriever.isin(closed_retrievers)], boot, hi, lo, paired)
+    out = pd.DataFrame(rows)
+    out.attrs["blank_reasons"] = _reliability_blanks(paired)
+    return out
 
 
-def _pooled_reliability(scores: pd.DataFrame, boot: dict, hi: float, lo: float) -> list[dict]:
+def _reliability_blanks(paired: dict) -> dict:
+    """Table 8's blank reasons: the pooled rows have no runs per question; the change FULL ->
+    SHARDED is only on pooled SHARDED rows, and there blank without paired FULL units (its
+    relative rise also when their mean FULL unreliability is 0), as ``paired`` records."""
+    only = "the FULL -> SHARDED change is given only on the pooled SHARDED rows (dataset = all)"
+
+    def change(row, relative=False):
+        if row["dataset"] != "all" or row["condition"] != "SHARDED":
+            return only
+        n, full = paired.get((row["model"], row["policy"]), (None, None))
+        if n == 0:
+            return "no FULL unit (LLM, retriever, question) pairs with these SHARDED ones"
+        if relative and n and full == 0:
+            return "the paired FULL units' mean unreliability is 0 (a relative rise over 0 is undefined)"
+        return None
+
+    return {"runs_per_question": lambda row: ("a row pooled over datasets and retrievers gives no runs per question"
+                                              if row["dataset"] == "all" else None),
+            "aptitude_change": change, "unreliability_rise": change,
+            "unreliability_relative_rise": lambda row: change(row, relative=True)}
+
+
+def _pooled_reliability(scores: pd.DataFrame, boot: dict, hi: float, lo: float,
+                        paired: dict | None = None) -> list[dict]:
     from convrag.stats.bootstrap import cluster_bootstrap_ci
 
     if scores.empty:
@@ -292,22 +318,28 @@ def _pooled_reliability(scores: pd.DataFrame, boot: dict, hi: float, lo: float) 
                 row.update({col: ci["mean"], f"{col}_ci_low": ci["ci_low"], f"{col}_ci_high": ci["ci_high"]})
             if k["condition"] == "SHARDED":  # the changes FULL -> SHARDED, paired per (LLM, retriever, question)
                 full = per_q[(per_q.condition == "FULL") & ((per_q.model == k["model"]) if by_model else True)]
-                row.update(_reliability_change(full, g, boot))
+                change = _reliability_change(full, g, boot)
+                units = change.pop("_paired", 0), change.pop("_full_unreliability", np.nan)
+                if paired is not None:  # for the blank reasons
+                    paired[(row["model"], row["policy"])] = units
+                row.update(change)
             rows.append(row)
     return rows
 
 
 def _reliability_change(full: pd.DataFrame, sharded: pd.DataFrame, boot: dict) -> dict:
     """SHARDED - FULL aptitude and unreliability over paired units, and the relative rise of
-    unreliability (mean SHARDED / mean FULL - 1), with question-clustered 95% intervals."""
+    unreliability (mean SHARDED / mean FULL - 1), with question-clustered 95% intervals; plus
+    ``_paired`` (the paired units) and ``_full_unreliability`` (their mean FULL unreliability),
+    which the caller keeps out of the row for the blank reasons."""
     from convrag.stats.bootstrap import bootstrap_statistic, paired_cluster_bootstrap
 
     unit = ["dataset", "model", "retriever", "qid"]
     m = sharded.merge(full, on=unit, suffixes=("", "_full"))
     if m.empty:
-        return {}
+        return {"_paired": 0}
     n, seed, clusters = boot.get("n_resamples", 1000), boot.get("seed", 0), m.cluster.tolist()
-    out = {}
+    out = {"_paired": len(m), "_full_unreliability": float(m.unreliability_full.mean())}
     for col, name in (("aptitude", "aptitude_change"), ("unreliability", "unreliability_rise")):
         r = paired_cluster_bootstrap(m[col].to_numpy(), m[f"{col}_full"].to_numpy(), clusters, n_resamples=n, seed=seed)
         out.update({name: r["mean_diff"], f"{name}_ci_low": r["ci_low"], f"{name}_ci_high": r["ci_high"]})
@@ -356,7 +388,11 @@ def complete_coverage(scores: pd.DataFrame, boot: dict, metric: str = "final_f1"
             else:
                 row.update(covered_questions=0)
             rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    none_covered = (lambda row: "no pair where FULL and SHARDED both retrieved every supporting passage "
+                                "(covered_pairs = 0)" if row["covered_pairs"] == 0 else None)
+    out.attrs["blank_reasons"] = {c: none_covered for c in ("f1_full_covered", "f1_sharded_covered", "gap_covered")}
+    return out
 
 
 def complete_coverage_by_dataset(scores: pd.DataFrame, boot: dict, metric: str = "best_f1") -> pd.DataFrame:
@@ -501,7 +537,11 @@ def response_categories(turns: pd.DataFrame, closed_retrievers=None, boot: dict 
                                           boot.get("seed", 0))
                 row.update({c: ci["mean"], f"{c}_ci_low": ci["ci_low"], f"{c}_ci_high": ci["ci_high"]})
             rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    per_cell = (lambda row: "intervals are given only on the pooled retrieval rows (retriever = all)"
+                if row["retriever"] != "all" else None)
+    out.attrs["blank_reasons"] = {f"{c}_{e}": per_cell for c in (*CATEGORIES, "unlabelled") for e in ("ci_low", "ci_high")}
+    return out
 
 
 def grid_size(scores: pd.DataFrame, appendix_retrievers: list[str] = ()) -> pd.DataFrame:
@@ -609,7 +649,16 @@ def closed_book_retention(scores: pd.DataFrame, closed_retrievers: list[str],
                          "n_questions": len({(d, q) for d, _, q in idx}), "f1_full_closed": f.mean(),
                          "f1_concat_closed": c.mean(), "retention": _retention(f, c),
                          "retention_ci_low": b["ci_low"], "retention_ci_high": b["ci_high"]})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    per_dataset = (lambda row: "a single dataset's row has no interval (given only over all datasets)"
+                   if row["dataset"] != "all" else None)
+    out.attrs["blank_reasons"] = {
+        "models": lambda row: ("only the largest_per_family row names its LLMs" if row["model"] != "largest_per_family"
+                               else None),
+        "retention": lambda row: "closed-book FULL F1 is 0 (a ratio over 0 is undefined)" if row["f1_full_closed"] == 0
+        else None,
+        "retention_ci_low": per_dataset, "retention_ci_high": per_dataset}
+    return out
 
 
 # ---- recall by turn ------------------------------------------------------------------------------
@@ -701,7 +750,18 @@ def retrieval_cost(turns: pd.DataFrame, retrievers: list[str]) -> pd.DataFrame:
     base = pooled[pooled.retriever == "tog2"].set_index("condition")["tokens_per_conversation"]
     pooled["tokens_vs_tog2"] = pooled.tokens_per_conversation / pooled.condition.map(base).where(lambda x: x > 0)
     out = out.reset_index()
-    return pd.concat([out, pooled[[*out.columns, "tokens_vs_tog2"]]], ignore_index=True)
+    out = pd.concat([out, pooled[[*out.columns, "tokens_vs_tog2"]]], ignore_index=True)
+    tog2 = base.to_dict()
+
+    def no_ratio(row) -> str | None:
+        if row["dataset"] != "all":
+            return "the ratio to ToG-2 is given only on the pooled rows (dataset, model, policy = all)"
+        if row["condition"] not in tog2:
+            return "no ToG-2 (tog2) retrievals in this run to compare with"
+        return "ToG-2 spent no tokens here (a ratio over 0 is undefined)" if tog2[row["condition"]] == 0 else None
+
+    out.attrs["blank_reasons"] = {"tokens_vs_tog2": no_ratio}
+    return out
 
 
 
