@@ -346,7 +346,19 @@ def _followup_targets():
             Target("changed_conclusions", "table", _changed_all, inputs=(*base, "reads"))]
 
 
-TARGETS = {t.name: t for t in [
+def _explained(t: Target) -> Target:
+    """``t`` whose build also records why its blank cells are blank (``blank_reasons``), on the
+    frame it returns, after every merge and concatenation."""
+    from dataclasses import replace
+
+    from convrag.studies.worse_labels.blank_reasons import REASONS, attach
+
+    if t.name not in REASONS:
+        return t
+    return replace(t, build=lambda inputs, ctx: attach(t.name, t.build(inputs, ctx), inputs, ctx))
+
+
+TARGETS = {t.name: _explained(t) for t in [
     Target("ladder_retrieval", "table", ladder_table, inputs=("gold", "contexts", "weights")),
     Target("figure2a_insufficiency", "figure", _lq("figure2a"), _fig2a, inputs=("gold", "contexts", "labels", "audit")),
     Target("figure2b_precision", "figure", _lq("figure2b"), _fig2b, inputs=("gold", "contexts", "labels", "audit")),
