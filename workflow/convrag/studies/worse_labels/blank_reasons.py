@@ -347,13 +347,17 @@ def _judge_corrected(df, inputs, ctx):
     return {c: why(c) for c in cols}
 
 
+def _files(x) -> list[str]:
+    """An input given as one path or a list (this module is below targets.py: no import back)."""
+    return [] if not x else ([x] if isinstance(x, str) else list(x))
+
+
 def _ladder_retrieval(df, inputs, ctx):
     from pathlib import Path
 
-    from convrag.studies.worse_labels.targets import _paths, load_contexts
-
-    weighted = {(Path(p).parent.name, Path(p).stem) for p in _paths(inputs.get("weights"))}
-    c = load_contexts(inputs)
+    weighted = {(Path(p).parent.name, Path(p).stem) for p in _files(inputs.get("weights"))}
+    c = pd.concat([pd.read_parquet(p, columns=["slice", "set", "domain"]) for p in _files(inputs["contexts"])],
+                  ignore_index=True)
     present = set(zip(c["slice"].astype(str), c["set"].astype(str), c["domain"].astype(str)))
 
     def weights(r):
