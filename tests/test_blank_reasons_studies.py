@@ -166,7 +166,9 @@ def test_lic_rag_tokens_vs_tog2_reasons():
 # ---- mtrag_un ---------------------------------------------------------------------------------
 
 def test_mtrag_un_statistics_count_of_only_on_shares():
-    from convrag.studies.mtrag_un.analyses import SHARES, benchmark_statistics
+    from convrag.studies.mtrag_un.analyses import benchmark_statistics
+
+    SHARES = ("unanswerable_or_partial", "clarification", "underspecified", "first_turn", "nonstandalone")
 
     tasks = [TurnTask(task_id=f"t{i}", benchmark="b", conversation_id="c", turn=i, history=[{}] * (2 * i - 2),
                       question="q", labels={"answerability": "ANSWERABLE"}) for i in (1, 2)]

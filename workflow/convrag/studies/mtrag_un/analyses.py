@@ -159,17 +159,14 @@ def benchmark_statistics(tasks, name: str = "", compared: dict | None = None) ->
     parts = [_statistics(tasks).assign(benchmark=name, role="studied")]
     parts += [_statistics(ts).assign(benchmark=n, role="compared") for n, ts in (compared or {}).items()]
     out = pd.concat(parts, ignore_index=True)[STATISTICS_COLUMNS]
+    # a share row always has its denominator (``_statistics``' share()); counts and means have none
     not_share = (lambda row: "a count or mean, not a share (count / of: a share's numerator and denominator)"
-                 if row["statistic"] not in SHARES else None)
+                 if pd.isna(row["of"]) else None)
     out.attrs["blank_reasons"] = {
         "count": not_share, "of": not_share,
-        "value": lambda row: ("a share over 0 tasks (of = 0)" if row["statistic"] in SHARES and row["of"] == 0
+        "value": lambda row: ("a share over 0 tasks (of = 0)" if row["of"] == 0
                               else "a mean over no conversations" if row["statistic"].startswith("mean_") else None)}
     return out
-
-
-# the statistics that are shares of tasks (with ``count`` and ``of``); the others are counts and means
-SHARES = ("unanswerable_or_partial", "clarification", "underspecified", "first_turn", "nonstandalone")
 
 
 def _statistics(tasks) -> pd.DataFrame:
