@@ -17,14 +17,27 @@ from pathlib import Path
 from convrag.errors import ConfigError
 # what the rule files and the stages read from here; they live below (a study imports them there)
 from convrag.resources import REPO_ROOT, read_prompt_file, read_yaml  # noqa: F401
-from convrag.schema import (SCHEMA_DIR, SCHEMA_PATH, _load_schema, _schema, _validate,  # noqa: F401
+from convrag.schema import (SCHEMA_DIR, SCHEMA_PATH, ConfigOrigin, _load_schema, _schema, _validate,  # noqa: F401
                             apply_overrides, check_names, config_registry, typed_overrides, unknown_name,
                             validate_fragment)
 
 
-def validate_config(config: dict, source: str = "config", registry: dict | None = None) -> dict:
+def validate_config(config: dict, source: "str | ConfigOrigin" = "config", registry: dict | None = None) -> dict:
     """Validate ``config`` in place (filling defaults, setting ``studies`` to the active
-    studies) and return it; raise ConfigError naming the key."""
+    studies) and return it; raise ConfigError naming the key. With a ``ConfigOrigin`` as
+    ``source`` (the workflow's config files and --config values), the files are first read
+    strictly (a duplicate key is an error) and an error about a key names the file and line
+    that set it (``ConfigOrigin.locate``)."""
+    if not isinstance(source, ConfigOrigin):
+        return _validate_config(config, source, registry)
+    source.check_files()
+    try:
+        return _validate_config(config, str(source), registry)
+    except ConfigError as e:
+        raise source.locate(e) from None
+
+
+def _validate_config(config: dict, source: str, registry: dict | None) -> dict:
     from convrag.studies import all_studies
 
     shared = set(_schema()["properties"])
@@ -86,7 +99,18 @@ def _check_shared(config: dict, source: str, registry: dict) -> None:
             raise ConfigError(f"{source}: invalid config key 'corpora.{cid}': the name of a benchmark domain's corpus")
     if config["knowledge_graph"]["model"] not in registry:
         raise unknown_name(source, "knowledge_graph.model", config["knowledge_graph"]["model"], registry)
+    from convrag.registry import did_you_mean
+    from convrag.retrieval import KINDS
+
     for name, r in config["retrievers"].items():
+        # the params each retriever kind takes are its module's DEFAULTS: an unknown one (a typo,
+        # k3 for k1) fails here, before any job, instead of in the index build
+        known = KINDS.get(r["kind"]).DEFAULTS
+        unknown = sorted(set(r.get("params") or {}) - set(known))
+        if unknown:
+            raise ConfigError(f"{source}: invalid config key 'retrievers.{name}.params.{unknown[0]}': not a param of "
+                              f"retriever kind '{r['kind']}' (known: {', '.join(sorted(known)) or 'none'})"
+                              f"{did_you_mean(unknown[0], known)}")
         m = (r.get("params") or {}).get("llm")
         if m is not None and m not in registry:
             raise unknown_name(source, f"retrievers.{name}.params.llm", m, registry)
@@ -97,7 +121,7 @@ def load_config(path: str | Path, registry: dict | None = None) -> dict:
     the workflow reads a ``--configfile`` the same way, without the embedded default."""
     path = Path(path)
     config = read_yaml(path)
-    return validate_config(config, source=str(path), registry=registry)
+    return validate_config(config, source=ConfigOrigin([path]), registry=registry)
 
 
 # ---- shared helpers of the rule files (the configured retriever's kind and LLM: convrag.retrieval)

@@ -1,4 +1,4 @@
-"""Atomic file writes and line-checked JSON(L) reading.
+"""Atomic file writes and line-checked JSON(L) and YAML reading.
 
 Every output is written to a temporary file in the same folder and renamed into place,
 so a killed job never leaves a partial file that Snakemake could mistake for a result.
@@ -14,9 +14,11 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
-from convrag.errors import DataError
+import yaml
+
+from convrag.errors import ConfigError, DataError
 
 
 def umask() -> int:
@@ -126,10 +128,133 @@ def json_error(e: json.JSONDecodeError, line: bool = False) -> str:
     return f"{e.msg}: column {e.colno}" if line else f"{e.msg}: line {e.lineno} column {e.colno}"
 
 
+# ---- text that is not UTF-8 ------------------------------------------------------------------
+# Python's UnicodeDecodeError gives a position inside the chunk a text reader happened to decode,
+# and no file: a reader catches it (``utf8_errors``) and names the file, the line and the byte
+# offset found by scanning the raw bytes again (only on that error path, so reading stays fast).
+
+_SCAN_CHUNK = 1 << 20
+
+
+def not_utf8(path: str | os.PathLike, label: str | None = None,
+             open_binary: Callable[[], IO[bytes]] | None = None, error: UnicodeDecodeError | None = None) -> str:
+    """The message for a file that is not UTF-8: ``<file>:<line>: not UTF-8 text at byte offset
+    <n> (<reason> 0x<bytes>) ...``. The bytes are scanned from ``open_binary()`` (default: the
+    file itself; a zip member gives its own opener) one chunk at a time, carrying a multi-byte
+    character cut by a chunk's end over to the next chunk."""
+    label = label or str(path)
+    advice = ("every input file must be UTF-8 text: convert it (e.g. `iconv -f latin1 -t utf-8 IN > OUT`) "
+              "or fix the bytes at that offset")
+    opener = open_binary or (lambda: open(path, "rb"))
+    offset, line, pending = 0, 1, b""
+    with opener() as fh:
+        while True:
+            chunk = fh.read(_SCAN_CHUNK)
+            data = pending + chunk
+            if not data:
+                break
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                cut = e.reason == "unexpected end of data" and e.end == len(data)
+                if not (cut and chunk):  # a real error, or a character cut off by the end of the file
+                    pos = offset + e.start
+                    line += data.count(b"\n", 0, e.start)
+                    return (f"{label}:{line}: not UTF-8 text at byte offset {pos} ({e.reason} "
+                            f"0x{data[e.start:e.end].hex()}); {advice}")
+                pending, data = data[e.start:], data[:e.start]
+            else:
+                pending = b""
+            offset += len(data)
+            line += data.count(b"\n")
+            if not chunk:
+                break
+    why = f" ({error.reason})" if error is not None else ""
+    return f"{label}: not UTF-8 text{why}; {advice}"
+
+
+@contextlib.contextmanager
+def utf8_errors(path: str | os.PathLike, label: str | None = None,
+                open_binary: Callable[[], IO[bytes]] | None = None, error: type[Exception] = DataError
+                ) -> Iterator[None]:
+    """Read ``path`` as text inside this block: a UnicodeDecodeError becomes ``error`` naming the
+    file, line and byte offset (``not_utf8``) instead of a traceback with neither."""
+    try:
+        yield
+    except UnicodeDecodeError as e:
+        raise error(not_utf8(path, label, open_binary, e)) from e
+
+
+def read_text(path: str | os.PathLike, error: type[Exception] = DataError) -> str:
+    """A whole UTF-8 file; a missing file or bytes that are not UTF-8 name the file (and line)."""
+    path = Path(path)
+    try:
+        with utf8_errors(path, error=error):
+            return path.read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise error(f"{path}: file not found") from e
+
+
+# ---- YAML without silently lost keys ----------------------------------------------------------
+
+
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping that names one key twice (``key``; ``line`` and ``first`` 1-based)."""
+
+    def __init__(self, key: Any, line: int, first: int, node_mark, key_mark):
+        super().__init__("while constructing a mapping", node_mark,
+                         f"found duplicate key {key!r} (first at line {first})", key_mark)
+        self.key, self.line, self.first = key, line, first
+
+
+class StrictLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, except that a mapping naming one key twice is an error.
+
+    Why: YAML says the keys of a mapping are unique, but PyYAML keeps the last value silently, so
+    a second ``smollm2-135m:`` entry in models.yaml or a repeated block in a config file replaced
+    the first without a word. Merge keys (``<<``) may still be overridden by a key of their own
+    mapping, as YAML's merge rule says."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark.line + 1)
+                except TypeError:  # an unhashable key: SafeLoader's own error says so
+                    continue
+                if first != key_node.start_mark.line + 1:
+                    raise DuplicateKeyError(key, key_node.start_mark.line + 1, first, node.start_mark,
+                                            key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: str | os.PathLike, error: type[Exception] = ConfigError) -> Any:
+    """A YAML file read with ``StrictLoader``: a duplicate key, a syntax error, bytes that are not
+    UTF-8 or a missing file is ``error`` naming the file and line."""
+    path = Path(path)
+    loader = StrictLoader(read_text(path, error=error))
+    loader.name = str(path)  # PyYAML's marks then name the file, not "<unicode string>"
+    try:
+        return loader.get_single_data()
+    except DuplicateKeyError as e:
+        raise error(f"{path}:{e.line}: duplicate key '{e.key}' (first at line {e.first}): YAML keeps only the "
+                    "last value, so one of them would be lost silently; remove or rename one") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f":{mark.line + 1}" if mark is not None else ""
+        raise error(f"{path}{at}: invalid YAML: {e}") from e
+    finally:
+        loader.dispose()
+
+
 def read_json(path: str | os.PathLike) -> Any:
     path = Path(path)
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8") as fh, utf8_errors(path):
             return json.load(fh)
     except json.JSONDecodeError as e:
         raise DataError(f"{path}:{e.lineno}: invalid JSON ({json_error(e)})") from e
@@ -138,13 +263,14 @@ def read_json(path: str | os.PathLike) -> Any:
 
 
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, line)`` for non-blank lines; a missing file names its path."""
+    """Yield ``(line_number, line)`` for non-blank lines; a missing file names its path, bytes that
+    are not UTF-8 the line and byte offset."""
     path = Path(path)
     try:
         fh = open(path, encoding="utf-8")
     except FileNotFoundError as e:
         raise DataError(f"{path}: file not found") from e
-    with fh:
+    with fh, utf8_errors(path):
         for lineno, line in enumerate(fh, start=1):
             if line.strip():
                 yield lineno, line.rstrip("\n")

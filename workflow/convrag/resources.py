@@ -6,19 +6,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from convrag.errors import ConfigError
+from convrag.io import read_yaml as io_read_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROMPTS_DIR = REPO_ROOT / "resources" / "prompts"  # the default prompts folder (config: prompts_dir)
 
 
 def read_yaml(path: Path) -> dict:
-    try:
-        return yaml.safe_load(Path(path).read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML: {e}") from e
+    """A YAML file (a config, a prompt file) read strictly (``convrag.io.read_yaml``: a duplicate
+    key or bytes that are not UTF-8 is a ConfigError naming the file and line); empty -> {}."""
+    return io_read_yaml(path, error=ConfigError) or {}
 
 
 def read_prompt_file(path: str | Path, check=None, what: str = "prompts") -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import re
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import yaml
 from referencing import Registry, Resource
 
 from convrag.errors import ConfigError
+from convrag.io import StrictLoader, read_text, read_yaml
 from convrag.resources import REPO_ROOT
 
 SCHEMA_DIR = REPO_ROOT / "workflow" / "schemas"
@@ -45,24 +47,61 @@ def _schema() -> dict:
     return _load_schema(str(SCHEMA_PATH))
 
 
+_UNKNOWN = ("additionalProperties", "unevaluatedProperties")
+
+
+def _masking(err: jsonschema.ValidationError, others: list) -> bool:
+    """An ``unevaluatedProperties`` error is only true when nothing below it failed: a subschema
+    that fails (``allOf: [..., {$ref: sampling}]`` with a temperature of -0.5) drops the
+    annotations of the properties it did evaluate, so every valid key of that block is then
+    reported as unexpected (``'stop' was unexpected``) and hides the real error."""
+    path = list(err.absolute_path)
+    return err.validator == "unevaluatedProperties" and any(
+        o is not err and o.validator != "unevaluatedProperties" and list(o.absolute_path)[:len(path)] == path
+        for o in others)
+
+
+def _allowed(schema: dict) -> str:
+    """The allowed values of a number key, as its schema says (``a number > 0 and <= 1``)."""
+    kind = "an integer" if schema.get("type") == "integer" else "a number"
+    bounds = [f"{op} {schema[k]}" for k, op in (("minimum", ">="), ("exclusiveMinimum", ">"),
+                                                 ("maximum", "<="), ("exclusiveMaximum", "<")) if k in schema]
+    return f"{kind} {' and '.join(bounds)}" if bounds else kind
+
+
+def _message(err: jsonschema.ValidationError) -> str:
+    if err.validator in _UNKNOWN:
+        return "unknown key"
+    if err.validator == "required":
+        return "required, not set"
+    bounded = isinstance(err.schema, dict) and {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} & set(
+        err.schema)
+    if bounded and err.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "type"):
+        return f"{err.message} (allowed: {_allowed(err.schema)})"
+    return err.message
+
+
 def _validate(instance, schema: dict, source: str, prefix: str = "") -> None:
     registry = Registry().with_resource("config.schema.yaml", Resource.from_contents(_schema()))
     cls = _with_defaults(jsonschema.validators.validator_for(schema))
-    errors = sorted(cls(schema, registry=registry).iter_errors(instance), key=lambda e: list(e.absolute_path))
+    errors = list(cls(schema, registry=registry).iter_errors(instance))
+    errors = sorted((e for e in errors if not _masking(e, errors)), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]
-        msg = "unknown key" if e.validator == "additionalProperties" else e.message
-        raise ConfigError(f"{source}: invalid config key '{_key_path(e, prefix)}': {msg}")
+        raise ConfigError(f"{source}: invalid config key '{_key_path(e, prefix)}': {_message(e)}")
 
 
 def _key_path(err: jsonschema.ValidationError, prefix: str = "") -> str:
     key = prefix
     for p in err.absolute_path:
         key += f"[{p}]" if isinstance(p, int) else (f".{p}" if key else str(p))
-    if err.validator == "additionalProperties":
+    extra = []
+    if err.validator in _UNKNOWN:
         extra = re.findall(r"'([^']+)' (?:was|were) unexpected", err.message)
-        if extra:
-            key = f"{key}.{extra[0]}" if key else extra[0]
+    elif err.validator == "required":  # the missing key is the one to name
+        extra = re.findall(r"^'([^']+)' is a required property", err.message)
+    if extra:
+        key = f"{key}.{extra[0]}" if key else extra[0]
     return key or "<top level>"
 
 
@@ -135,3 +174,105 @@ def apply_overrides(config: dict, cli_config) -> dict:
 
     merge(config, typed_overrides(cli_config))
     return config
+
+
+# ---- where a config key came from ---------------------------------------------------------------
+
+_KEY_ERROR = re.compile(r"invalid config key '([^']+)'")
+
+
+def _shown(path) -> str:
+    """A config file as a user names it: relative to the working directory when inside it."""
+    p = os.path.abspath(path)
+    rel = os.path.relpath(p)
+    return p if rel.startswith("..") else rel
+
+
+def _walk(node, key: str) -> tuple[bool, int | None, str]:
+    """Follow the dotted key path ``key`` (``a.b[2].c``; a name may itself hold dots) down a composed
+    YAML node (or a plain dict of --config values: line None). Returns (found whole, line of the
+    deepest key found, that key's path)."""
+    rest, line, done = key, None, ""
+    while rest:
+        m = re.match(r"\[(\d+)\]\.?", rest)
+        if m:
+            i = int(m.group(1))
+            items = node.value if isinstance(node, yaml.SequenceNode) else node if isinstance(node, list) else None
+            if items is None or i >= len(items):
+                break
+            node = items[i]
+            line = node.start_mark.line + 1 if isinstance(node, yaml.Node) else line
+            done, rest = done + f"[{i}]", rest[m.end():]
+            continue
+        if isinstance(node, yaml.MappingNode):
+            pairs = [(k.value, k.start_mark.line + 1, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
+        elif isinstance(node, dict):
+            pairs = [(str(k), None, v) for k, v in node.items()]
+        else:
+            break
+        hits = [p for p in pairs if rest == p[0] or rest.startswith(p[0] + ".") or rest.startswith(p[0] + "[")]
+        if not hits:
+            break
+        name, at, node = max(hits, key=lambda p: len(p[0]))  # the last of a repeated key, as YAML keeps it
+        line = at if at is not None else line
+        done = f"{done}.{name}" if done else name
+        rest = rest[len(name):].removeprefix(".")
+    return not rest, line, done
+
+
+class ConfigOrigin:
+    """Where a workflow's config came from, so that an error names the user's file and line rather
+    than ``config`` in general: the YAML (or JSON) files in the order Snakemake merged them (a later
+    file wins, key by key) and the ``--config`` values set on top.
+
+    ``str()`` is the short label (``config/studies/x.yaml + --config``) the checks put first in
+    each message; ``locate`` turns a message about ``invalid config key 'a.b.c'`` into one that
+    starts ``x.yaml:12:``, the line of that key in the last file that sets it (or of its nearest
+    parent there, when the key is not written out: a required key, a default)."""
+
+    def __init__(self, files=(), overrides: dict | None = None):
+        self.files = [Path(f) for f in files]
+        self.overrides = dict(overrides or {})
+        self._nodes: dict[Path, object] = {}
+
+    def __str__(self) -> str:
+        parts = [_shown(f) for f in self.files] + (["--config"] if self.overrides else [])
+        return " + ".join(parts) or "config"
+
+    def check_files(self) -> None:
+        """Read every file strictly (``convrag.io.read_yaml``): Snakemake reads a --configfile with
+        PyYAML's plain loader, which keeps the last of two equal keys silently."""
+        for f in self.files:
+            read_yaml(f, error=ConfigError)
+
+    def _node(self, path: Path):
+        if path not in self._nodes:
+            try:
+                self._nodes[path] = yaml.compose(read_text(path, error=ConfigError), Loader=StrictLoader)
+            except (ConfigError, yaml.YAMLError):
+                self._nodes[path] = None
+        return self._nodes[path]
+
+    def where(self, key: str) -> str:
+        """``file:line`` of ``key`` (module docstring of the class), ``--config`` when set there."""
+        if _walk(self.overrides, key)[0]:
+            return f"--config {key.split('.')[0]}=..."
+        best = None  # (depth, file, line, path found)
+        for f in self.files:
+            whole, line, done = _walk(self._node(f), key)
+            if whole:
+                return f"{_shown(f)}:{line}"
+            if line is not None and (best is None or len(done) >= best[0]):
+                best = (len(done), f, line, done)
+        if best is None:
+            return str(self)
+        return f"{_shown(best[1])}:{best[2]} (under '{best[3]}')"
+
+    def locate(self, err: ConfigError) -> ConfigError:
+        """``err`` (a message starting with this origin's label) restarted at the key's place."""
+        msg, label = str(err), str(self)
+        if not msg.startswith(label + ": "):
+            return err
+        rest = msg[len(label) + 2:]
+        m = _KEY_ERROR.match(rest)
+        return ConfigError(f"{self.where(m.group(1)) if m else label}: {rest}")

@@ -23,12 +23,21 @@ from convrag.sources import LOCK_ENV, hf_dataset_sha256, lock_path
 from convrag.studies import STUDY_PATH_ENV, active_studies, plugin_paths
 from convrag.warm import RunServer
 
+# Errors name the config file and line the key came from (convrag.schema.ConfigOrigin: the files
+# Snakemake merged, in order, and the --config values). Printed alone, not as a WorkflowError:
+# Snakemake would name this line of common.smk as the error's place, and the place is the config.
 try:
+    from convrag.config import ConfigOrigin
+
     validate_config(
-        config, source="config (config/config.yaml + --configfile/--config)"
+        config,
+        source=ConfigOrigin(workflow.configfiles, workflow.config_settings.config),
     )
 except ConvragError as e:
-    raise WorkflowError(str(e)) from None
+    from snakemake.logging import logger
+
+    logger.error(f"Config error: {e}")
+    raise SystemExit(1)
 
 # Where every output lives (convrag.layout: the same paths the Python code uses); job logs and
 # Snakemake's benchmark files too, under <results_dir>/logs/.

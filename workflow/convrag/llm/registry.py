@@ -15,9 +15,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from convrag.errors import ConfigError
+from convrag.io import read_yaml
 
 BACKENDS = ("transformers", "vllm", "openai")
 DEFAULT_REGISTRY = "config/models.yaml"
@@ -206,13 +205,10 @@ def parse_registry(data: Any, source: str = "models.yaml") -> dict[str, ModelSpe
 def load_registry(path: str | Path = DEFAULT_REGISTRY) -> dict[str, ModelSpec]:
     """Read and validate ``models.yaml``; errors name ``<file>: <model>.<key>``."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as e:
-        raise ConfigError(f"{path}: model registry not found") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML ({e})") from e
-    return parse_registry(data, source=str(path))
+    if not path.is_file():
+        raise ConfigError(f"{path}: model registry not found")
+    # strict: a model named twice is an error naming both lines, not the last entry kept silently
+    return parse_registry(read_yaml(path, error=ConfigError), source=str(path))
 
 
 def get_spec(registry: dict[str, ModelSpec], name: str) -> ModelSpec:
