@@ -17,6 +17,7 @@ Call counts are then worked out by hand from each paper config (its grid and est
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -265,3 +266,56 @@ def test_an_unmeasured_study_is_not_sized_as_zero(tmp_path):
                           str(REPO_ROOT / "config" / "studies" / "mtrag_un.yaml"), "--measured",
                           str(tmp_path / "results")], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 2 and "mtrag_un: nothing sized" in out.stderr
+
+
+SHIPPED = sorted((REPO_ROOT / "config" / "studies").glob("*.yaml"))
+
+
+def _cli_estimate(config, results, cwd):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "convrag.cli", "estimate", "--config", str(config), "--measured",
+                           str(results), "--json"], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_estimate_sizes_every_shipped_config(measured, path, tmp_path):
+    """`convrag estimate` exits 0 on every file in config/studies/ (issue 39, item 2) and sizes
+    something for each study the config runs: its LLM calls, or (a config that plans no model
+    job, the CORAL sample) the tasks it would read, with 0 calls. A sample sizes its sample."""
+    out = _cli_estimate(path, measured["results"], tmp_path)  # another folder: paths resolve as from anywhere
+    assert out.returncode == 0, out.stderr[-3000:]
+    s = json.loads(out.stdout)
+    cfg = load_config(path)
+    assert [st["study"] for st in s["studies"]] == cfg["studies"]
+    for st in s["studies"]:
+        calls = st["tokens"]["measured"]["requests"]
+        if all_studies()[st["study"]].plan(cfg):
+            assert sum(st["jobs"].values()) > 0 and calls > 0, (st["study"], s["notes"])
+        else:  # nothing calls a model: its size is the tasks it reads
+            assert calls == 0 and re.search(r"[1-9][\d,]* tasks", st["facts"]["grid"]), st["facts"]
+    if path.stem == "coral_sample":  # the sample's 8 conversations, 35 turns (tests/test_data_coral.py)
+        assert s["studies"][0]["facts"]["grid"].startswith("35 tasks of coral_sample (counted in the local files")
+    if path.stem == "mtrag_un_sample":
+        # the 12 MTRAG conversations' 73 user turns: 2 settings x 73 answers, 2 retrievers x 73 LLM rewrites
+        # (only llm_rewrite calls a model), 3 judge requests per item over 146 answers and the 36
+        # human-evaluated responses of the sample's evaluation file
+        roles = {r["role"]: r["tokens"]["measured"]["requests"] for r in s["roles"]}
+        assert roles == {"reader": 2 * 73, "rewriter": 2 * 73, "judge": 3 * (2 * 73 + 36)}
+
+
+def test_unknown_task_counts_are_said_once_per_benchmark(measured, tmp_path):
+    """Without estimate.tasks and with no local sample, every job of a benchmark is unsized for one
+    reason: the error says it once per benchmark, not once per job (it said it 25 times)."""
+    import yaml
+
+    cfg = yaml.safe_load((REPO_ROOT / "config" / "studies" / "mtrag_un.yaml").read_text())
+    cfg.pop("estimate")
+    path = tmp_path / "no_counts.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = _cli_estimate(path, measured["results"], tmp_path)
+    assert out.returncode == 2 and "mtrag_un: nothing sized" in out.stderr
+    assert out.stderr.count("set estimate.tasks.mtrag_un ") == 1, out.stderr
+    assert out.stderr.count("set estimate.tasks.mtrag_human ") == 1, out.stderr
+    assert "176 retrieve, answer, evaluate jobs of mtrag_un not sized" in out.stderr

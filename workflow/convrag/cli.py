@@ -362,10 +362,14 @@ def cmd_estimate(a):
     tp = Throughput(**{k: v for k, v in (("prefill_mfu", a.prefill_mfu), ("decode_mfu", a.decode_mfu),
                                          ("load_fixed_s", a.load_seconds), ("load_gb_per_s", a.load_gb_per_s))
                        if v is not None})
-    work = {s.key: s.estimate(config, measured, tp) for s in active_studies(config)}
-    empty = [k for k, w in work.items() if not w]
-    if empty:  # a table of zeros would read as "costs nothing": say which study and why instead
-        why = {k: " / ".join(getattr(work[k], "notes", [])) or "its Study.estimate gives no work" for k in empty}
+    studies = active_studies(config)
+    work = {s.key: s.estimate(config, measured, tp) for s in studies}
+    # a table of zeros would read as "costs nothing": say which study and why instead, unless the
+    # study plans no model job at all (then zero is its size: Study.plan)
+    empty = [s.key for s in studies if not work[s.key] and s.plan(config)]
+    if empty:
+        why = {k: " / ".join(dict.fromkeys(getattr(work[k], "notes", []))) or "its Study.estimate gives no work"
+               for k in empty}
         raise ConfigError("; ".join(f"{k}: nothing sized ({w})" for k, w in why.items()))
     summary = summarize(work, config_registry(config), tp, a.job_minutes)
     text = json.dumps(summary, indent=2) if a.json else format_report(summary)

@@ -329,7 +329,8 @@ def format_report(s: dict[str, Any]) -> str:
     lines = ["Per study. 'measured': measured tokens per call, capped at max_tokens; 'long': every reply at its "
              "max_tokens."]
     for st in s["studies"]:
-        lines.append(f"  {st['study']}: " + ", ".join(f"{n:,} {k} jobs" for k, n in st["jobs"].items()))
+        lines.append(f"  {st['study']}: " + (", ".join(f"{n:,} {k} jobs" for k, n in st["jobs"].items())
+                                              or "no model jobs"))
         lines += [f"    {k}: {v}" for k, v in st["facts"].items()]
     lines.append(table([[st["study"], sum(st["jobs"].values()), *tok_cols(st["tokens"]),
                          _h(st["gpu_hours"]["measured"]), _h(st["gpu_hours"]["long"])] for st in s["studies"]]

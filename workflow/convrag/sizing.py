@@ -106,8 +106,10 @@ def task_count(config: dict, benchmark: str, domain: str | None = None,
                domains: list | None = None, results: str | None = None) -> tuple[float | None, str]:
     """Tasks of a benchmark (one domain of it): counted in the target run's prepared task file
     (``labels.domain`` per record) when it exists, else the config's ``estimate.tasks.<benchmark>``
-    (an integer over the benchmark, split evenly over ``domains``, or domain -> integer), else a
-    dataset's ``n_questions``. (None, why) when unknown. ``results``: the run's folder when it
+    (an integer over the benchmark, split evenly over ``domains``, or domain -> integer), else,
+    for a benchmark whose tasks need no download (a sample of local files, or generated), its
+    tasks counted by its loader (``local_task_counts``), else a dataset's ``n_questions``.
+    (None, why) when unknown. ``results``: the run's folder when it
     is not the config's ``results_dir`` (a measured run copied elsewhere)."""
     from convrag.layout import Layout
 
@@ -127,10 +129,58 @@ def task_count(config: dict, benchmark: str, domain: str | None = None,
     if isinstance(hint, (int, float)):
         n = len(domains) if domain is not None and domains else 1
         return float(hint) / n, f"estimate.tasks.{benchmark}" + (f" / {n} domains" if n > 1 else "")
+    spec = (config.get("benchmarks") or {}).get(benchmark)
+    if isinstance(spec, dict):
+        counted = local_task_counts(benchmark, spec)
+        if counted is not None:
+            by_domain, where = counted
+            if domain is None:
+                return float(sum(by_domain.values())), where
+            return float(by_domain.get(domain, 0)), f"{where}, domain {domain}"
     ds = config.get("datasets", {}).get(benchmark)
     if isinstance(ds, dict) and "n_questions" in ds:
         return float(ds["n_questions"]), f"datasets.{benchmark}.n_questions"
     return None, f"set estimate.tasks.{benchmark} (its number of tasks) in the config"
+
+
+def local_path(path: str) -> Path:
+    """A ``{local: path}`` of the config as the workflow reads it: as given when it exists (or is
+    absolute), else against the repository (Snakefile's ``from_repo``)."""
+    from convrag.resources import REPO_ROOT
+
+    p = Path(path)
+    return p if p.is_absolute() or p.exists() else REPO_ROOT / p
+
+
+_LOCAL_COUNTS: dict[str, tuple[dict[str, int], str] | None] = {}
+
+
+def local_task_counts(benchmark: str, spec: dict) -> tuple[dict[str, int], str] | None:
+    """Tasks per domain of a benchmark whose tasks need no download (a sample given as
+    ``{local: path}`` files, or a benchmark the project generates), counted by its own loader
+    as the ``benchmark_tasks`` rule reads it; None when a task file would be downloaded (or is
+    missing). Counted once per benchmark spec."""
+    from convrag.data.benchmarks import benchmark_loader
+
+    key = json.dumps([benchmark, spec], sort_keys=True, default=str)
+    if key in _LOCAL_COUNTS:
+        return _LOCAL_COUNTS[key]
+    loader = benchmark_loader(spec["kind"])
+    raw = loader.raw_files(spec)
+    names = loader.task_inputs(spec)
+    files = {n: local_path(raw[n]["local"]) for n in names if "local" in raw.get(n, {})}
+    out = None
+    if len(files) == len(names) and all(f.is_file() for f in files.values()):
+        tasks, _ = loader.tasks(benchmark, spec, {n: str(f) for n, f in files.items()})
+        by_domain: dict[str, int] = {}
+        for t in tasks:
+            d = (t.labels or {}).get("domain")
+            by_domain[d] = by_domain.get(d, 0) + 1
+        where = (f"counted in the local files of benchmarks.{benchmark}" if names
+                 else f"counted in the generated benchmarks.{benchmark}")
+        out = (by_domain, where)
+    _LOCAL_COUNTS[key] = out
+    return out
 
 
 def passage_tokens(measured: dict, corpora: list[str] | None = None) -> tuple[float, str]:

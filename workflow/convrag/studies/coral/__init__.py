@@ -163,7 +163,12 @@ class Coral(Study):
 
         from convrag.studies.coral.plan import index_corpus
 
-        arts = {"tasks": tasks_file(config, layout), "corpus": layout.corpus(index_corpus(config)),
+        from convrag.studies.coral.plan import searches_corpus
+
+        # Table 1 counts the corpus only where the run has one: a released split read without its
+        # passages (contexts: none) and searched by no retriever downloads none (the sample)
+        corpus = layout.corpus(index_corpus(config)) if searches_corpus(config) else []
+        arts = {"tasks": tasks_file(config, layout), "corpus": corpus,
                 "retrieval": paths.retrieval_scores(layout) if config["coral"]["retrievers"] else None,
                 "generation": evaluation_files(config, layout, sweep=False) or None,
                 "history_sweep": evaluation_files(config, layout, sweep=True) or None,

@@ -168,11 +168,12 @@ def _boot_ci(values_by_conv: Sequence[np.ndarray], n: int, seed: int) -> tuple[f
     return float(lo), float(hi)
 
 
-def dataset_statistics(tasks: Sequence, corpus_size: int, n_resamples: int = 1000, seed: int = 0):
+def dataset_statistics(tasks: Sequence, corpus_size: int | None, n_resamples: int = 1000, seed: int = 0):
     """Table 1 / §3.3: one row: ``conversations``, ``turns``, ``turns_per_conversation``,
     ``passages_per_turn`` (golden passages with grade > 0, mean over turns), ``response_tokens``
     (:func:`tokens` of the golden response, mean over turns with one), each mean with a 95%
-    interval (``*_low`` / ``*_high``; conversations resampled), and ``corpus_passages``."""
+    interval (``*_low`` / ``*_high``; conversations resampled), and ``corpus_passages`` (blank for
+    ``corpus_size`` None: no corpus read)."""
     import pandas as pd
 
     by_conv: dict[str, list] = {}
@@ -189,7 +190,7 @@ def dataset_statistics(tasks: Sequence, corpus_size: int, n_resamples: int = 100
         total = sum(len(v) for v in vals)
         row[name] = float(sum(v.sum() for v in vals) / total) if total else float("nan")
         row[f"{name}_low"], row[f"{name}_high"] = _boot_ci(vals, n_resamples, s)
-    row["corpus_passages"] = int(corpus_size)
+    row["corpus_passages"] = int(corpus_size) if corpus_size is not None else float("nan")
     return pd.DataFrame([row])
 
 

@@ -2,8 +2,9 @@
 and judge jobs sized from a measured run's accounting (convrag.sizing). Units are conversation
 turns (tasks): the measured jobs' ``job.tasks`` (runs), the measured task file (construction)
 and ``job.items`` of the matching evaluation (answers, judges); the target's
-``estimate.tasks.<benchmark>``, Figure 4's sweep ``history_sweep.conversations`` (one turn
-each). Prompts follow the settings the target changes: passages shown (``top_k``), the sweep's
+``estimate.tasks.<benchmark>`` (a sample of local files: its tasks counted; the generated
+world: its built task file, else ``coral.world``'s expected turns), Figure 4's sweep
+``history_sweep.conversations`` (one turn each). Prompts follow the settings the target changes: passages shown (``top_k``), the sweep's
 history length m (a line through the measured m's), LLM4CS samples (``llm4cs.n``)."""
 
 from __future__ import annotations
@@ -60,6 +61,33 @@ def _measure(mcfg: dict, results: str) -> tuple[Pools, dict]:
     return p, sweep
 
 
+def _world_tasks(config: dict) -> tuple[float, str]:
+    """Turns of the conversations built from the generated world: counted in the target run's
+    own task file when it exists, else ``estimate.tasks.<world corpus>``, else expected from ``coral.world`` (conversations per sampler
+    x the mean of its turn range, or of the paper's mixture of ranges)."""
+    from convrag.studies.coral.pages import DEFAULT_TURNS, TURN_RANGES
+
+    w, src = config[KEY]["world"], source(config)
+    built = Path(paths.tasks(Layout(config["results_dir"]), src))
+    if built.exists():
+        return float(_lines(built)), str(built)
+    n, why = task_count(config, src)  # estimate.tasks.<world corpus> when given
+    if n is not None:
+        return n, why
+    share = w.get("long_share", 0.2)
+
+    def mean(kind):
+        if kind in (w.get("turns") or {}):
+            lo, hi = w["turns"][kind]
+            return (lo + hi) / 2
+        ranges = TURN_RANGES.get(kind, (DEFAULT_TURNS[kind],))
+        means = [(lo + hi) / 2 for lo, hi in ranges]
+        return means[0] if len(means) == 1 else (1 - share) * means[0] + share * means[1]
+
+    n = sum(k * mean(kind) for kind, k in (w.get("samplers") or {}).items())
+    return float(n), "expected from coral.world.samplers x the mean of each turn range"
+
+
 def _sweep_slope(sweep: dict) -> float:
     """Prompt tokens per call per history turn: least squares through the measured (m, prompt)."""
     pts = [(m, t.prompt_tokens / t.requests) for m, t in sweep.items() if t is not None and t.requests]
@@ -73,6 +101,11 @@ def _sweep_slope(sweep: dict) -> float:
 def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
     """``Study.estimate`` of coral (see the module doc); what cannot be sized is noted."""
     mcfg, c = measured["config"], config[KEY]
+    if not model_jobs(config):  # e.g. Table 4 on a sample without a corpus: nothing calls a model
+        bench = c["benchmark"] if not constructed(config) else source(config)
+        n_tasks, why = task_count(config, bench)
+        return WorkList(facts={"grid": f"{n_tasks or 0:,.0f} tasks of {bench} ({why}); no model job: the config "
+                                       "plans no LLM rewrite, no generation and no construction (0 LLM calls)"})
     pools, sweep = _measure(mcfg, measured["results"])
     out, measured_any = new_worklist(pools, KEY, measured["results"])
     if not measured_any:
@@ -85,7 +118,7 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
     m_mean = sum(sweep) / len(sweep) if sweep else 0.0
     src = source(config)
     bench = c["benchmark"] if not constructed(config) else src
-    n_tasks, why = task_count(config, bench)
+    n_tasks, why = _world_tasks(config) if constructed(config) else task_count(config, bench)
     sw = g["history_sweep"]
     calls: dict[str, float] = {}
 

@@ -34,6 +34,17 @@ def index_corpus(config: dict) -> str:
     return source(config) if constructed(config) else corpus_id(config["coral"]["benchmark"], domain(config))
 
 
+def searches_corpus(config: dict) -> bool:
+    """Whether the run reads a passage corpus: the generated world's, or a released benchmark's
+    when a retriever searches it, its tasks take their contexts from it (``contexts: gold``) or
+    its corpus file is given locally. A released split read with ``contexts: none`` and no
+    retriever (the CORAL sample, which has no corpus) downloads none."""
+    if constructed(config) or config["coral"]["retrievers"]:
+        return True
+    spec = config["benchmarks"][config["coral"]["benchmark"]]
+    return spec.get("contexts", "gold") == "gold" or "local" in (spec.get("files") or {}).get("passage_corpus.json", {})
+
+
 def retrieval_jobs(config: dict) -> list[dict]:
     c = config["coral"]
     return [dict(source=source(config), retriever=r, policy=p) for r in c["retrievers"] for p in c["policies"]]

@@ -76,10 +76,16 @@ def _fig_judge(df, stem):
 
 
 def _statistics(inputs, ctx):
-    """Table 1 / §3.3: the conversations' and the corpus's statistics."""
+    """Table 1 / §3.3: the conversations' and the corpus's statistics (the corpus's blank, with
+    its reason, where the run reads no corpus: no ``corpus`` path given)."""
     from convrag.studies.coral.cleaning import count_lines, dataset_statistics
 
-    return dataset_statistics(_tasks(inputs), count_lines(inputs["corpus"]))
+    corpus = inputs.get("corpus")
+    df = dataset_statistics(_tasks(inputs), count_lines(corpus) if corpus else None)
+    if not corpus:
+        df.attrs["blank_reasons"] = {"corpus_passages": "this run reads no passage corpus (a released split with "
+                                                        "contexts: none and no retriever: none is downloaded)"}
+    return df
 
 
 TARGETS = {t.name: t for t in [
