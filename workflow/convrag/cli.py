@@ -86,10 +86,16 @@ def cmd_prepare_corpus(a):
     from convrag.data import corpus_loader
     from convrag.records import write_records
 
-    questions, passages = corpus_loader(a.spec["kind"])(a.name, a.spec, a.files)
+    questions, passages, *left_out = corpus_loader(a.spec["kind"])(a.name, a.spec, a.files)
     write_records(Path(a.out_dir) / "corpus.jsonl", passages)
     write_records(Path(a.out_dir) / "questions_all.jsonl", questions)
     print(f"{a.name}: {len(questions)} questions, {len(passages)} passages", file=sys.stderr)
+    for counts in left_out:  # what the loader left out (convrag.data: empty passages under `drop`)
+        if counts.get("empty_passages_dropped"):
+            print(f"{a.name}: {counts['empty_passages_dropped']} passages with empty text left out "
+                  f"(corpora.{a.name}.empty_passages: drop): {', '.join(counts['first_empty_passages'])}"
+                  f"{' ...' if counts['empty_passages_dropped'] > len(counts['first_empty_passages']) else ''}",
+                  file=sys.stderr)
 
 
 def cmd_benchmark_tasks(a):
@@ -111,15 +117,18 @@ def cmd_benchmark_corpus(a):
     from convrag.io import write_json
     from convrag.records import TurnTask, read_records
 
-    passages = benchmark_loader(a.spec["kind"]).corpus(a.name, a.spec, a.domain, a.files)
+    passages, left_out = benchmark_loader(a.spec["kind"]).corpus_with_counts(a.name, a.spec, a.domain, a.files)
     # every gold id of the domain's turns must be in the corpus (convrag.data.gold): checked
-    # before the corpus is written, so no index or score is ever built on an unchecked corpus
+    # before the corpus is written, so no index or score is ever built on an unchecked corpus;
+    # the report also counts the passages the loader left out (empty_passages: drop)
     gold = check_gold(read_records(a.tasks, TurnTask), (p.doc_id for p in passages), benchmark=a.name,
                       domain=a.domain, allow_missing=bool(a.spec.get("allow_missing_gold")), corpus=a.out)
+    gold.update(left_out)
     write_json(a.gold, gold)
     write_records(a.out, passages)
     print(f"{a.name}.{a.domain}: {len(passages)} passages; {gold['gold_ids']} gold ids, "
-          f"{gold['missing_ids']} not in the corpus", file=sys.stderr)
+          f"{gold['missing_ids']} not in the corpus; {gold.get('empty_passages_dropped', 0)} empty passages left out",
+          file=sys.stderr)
 
 
 def cmd_select_questions(a):

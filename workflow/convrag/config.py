@@ -75,6 +75,9 @@ def _check_shared(config: dict, source: str, registry: dict) -> None:
         if ds["corpus"] not in config["corpora"]:
             raise unknown_name(source, f"datasets.{name}.corpus", ds["corpus"], config["corpora"])
     for name, c in config["corpora"].items():
+        if "empty_passages" in c and c["kind"] != "hipporag":
+            raise ConfigError(f"{source}: invalid config key 'corpora.{name}.empty_passages': only for kind hipporag "
+                              f"(a corpus read from files); kind {c['kind']} is generated and has no empty passages")
         if c["kind"] == "hipporag":
             if "format" not in c:
                 raise ConfigError(f"{source}: invalid config key 'corpora.{name}.format': required for kind hipporag")
@@ -93,6 +96,9 @@ def _check_shared(config: dict, source: str, registry: dict) -> None:
         if not isinstance(b.get("allow_missing_gold", False), bool):
             raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.allow_missing_gold': true or false, "
                               f"got {b['allow_missing_gold']!r}")
+        if "empty_passages" in b and not loader.EMPTY_PASSAGES:
+            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.empty_passages': not a key of kind "
+                              f"{b['kind']} (it reads no passage file)")
         loader.check(name, {k: v for k, v in b.items() if k != "allow_missing_gold"}, source)
     for cid in benchmark_corpora(config):
         if cid in config["corpora"]:

@@ -4,7 +4,9 @@ TurnTask), behind one registry so that a new benchmark is a new loader, not a ne
 A corpus loader is registered with ``@register_corpus_loader(kind)`` and called as
 ``loader(name, spec, files) -> (questions, passages)``: ``name`` the config's corpus name,
 ``spec`` its ``corpora.<name>`` block, ``files`` the input paths its rule provides
-(downloads or local files; none for generated data). Built in:
+(downloads or local files; none for generated data). A loader that leaves passages out (the
+empty ones, under ``empty_passages: drop``) returns a third item, their counts, which the
+``prepare-corpus`` stage writes to its log. Built in:
 
 - ``miniworld``: the project's own fictional multi-hop world (the offline default data);
 - ``hipporag``: HippoRAG-format multi-hop sets (MuSiQue, 2WikiMultiHopQA, HotpotQA);

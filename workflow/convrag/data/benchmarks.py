@@ -30,6 +30,7 @@ class BenchmarkLoader:
 
     kind = ""
     KEYS: tuple[str, ...] = ()  # the config keys a loader knows (``check_keys``)
+    EMPTY_PASSAGES = False  # reads passage files and honours ``empty_passages`` (convrag.data.empty_passages)
 
     def check_keys(self, name: str, spec: dict, source: str) -> None:
         """An unknown key of ``benchmarks.<name>`` is an error naming it and the known ones."""
@@ -63,6 +64,21 @@ class BenchmarkLoader:
     def corpus(self, name: str, spec: dict, domain: str, files: dict[str, str]) -> list:
         """The Passage records of one domain."""
         raise NotImplementedError
+
+    def corpus_with_counts(self, name: str, spec: dict, domain: str, files: dict[str, str]) -> tuple[list, dict]:
+        """The Passage records of one domain and the counts of what the loader left out of them
+        (``empty_passages: drop``), which the corpus's check report (gold.json) carries beside the
+        missing gold ids. A loader that leaves nothing out has no counts."""
+        return self.corpus(name, spec, domain, files), {}
+
+    def check_files_given(self, name: str, spec: dict, source: str, repo: str, why: str = "") -> None:
+        """Without ``revision`` (a commit of ``repo`` to download from), every raw file must be given
+        under ``files``: the error lists the ones that are not, and ``why`` says what they hold."""
+        missing = [n for n in self.raw_names(spec) if n not in (spec.get("files") or {})]  # a loader with raw_names
+        if "revision" not in spec and missing:
+            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.revision': required (a commit of {repo}, "
+                              f"to download the raw files) unless every raw file is given under 'files'; not given "
+                              f"there: {', '.join(missing)}{why}")
 
 
 def register_benchmark_loader(loader: BenchmarkLoader) -> BenchmarkLoader:

@@ -15,9 +15,12 @@ def _miniworld(name: str, spec: dict, files: dict):
 
 @register_corpus_loader("hipporag")
 def _hipporag(name: str, spec: dict, files: dict):
+    from convrag.data.empty_passages import EmptyPassages
     from convrag.data.hipporag import load_hipporag
 
-    return load_hipporag(files["questions"], files["corpus"], name, format=spec["format"])
+    empty = EmptyPassages(spec.get("empty_passages"), f"corpora.{name}.empty_passages")
+    questions, passages = load_hipporag(files["questions"], files["corpus"], name, format=spec["format"], empty=empty)
+    return questions, passages, empty.report()
 
 
 # ---- benchmarks of conversation turns --------------------------------------------------
@@ -113,17 +116,20 @@ class MtragUn(BenchmarkLoader):
     REPO = "IBM/mt-rag-benchmark"  # checksums of its files per commit: resources/sources.yaml
     DOMAINS = ("clapnq", "cloud", "fiqa", "govt")
 
+    KEYS = ("kind", "domains", "revision", "files", "empty_passages")
+    EMPTY_PASSAGES = True
+    FILES_WHY = ""  # what check_files_given adds about the raw files (MtragConversations says more)
+
     def check(self, name, spec, source):
-        unknown = set(spec) - {"kind", "domains", "revision", "files"}
+        unknown = set(spec) - set(self.KEYS)
         if unknown:
-            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.{sorted(unknown)[0]}': unknown key")
+            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.{sorted(unknown)[0]}': unknown key "
+                              f"(known: {', '.join(self.KEYS)})")
         for i, d in enumerate(self.domains(spec)):
             if d not in self.DOMAINS:
                 raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.domains[{i}]': unknown domain "
                                   f"'{d}' (released: {', '.join(self.DOMAINS)})")
-        if "revision" not in spec and len(spec.get("files", {})) < len(self.raw_names(spec)):
-            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.revision': required (a commit of "
-                              "IBM/mt-rag-benchmark) unless every raw file is given under 'files'")
+        self.check_files_given(name, spec, source, self.REPO, self.FILES_WHY)
 
     def domains(self, spec):
         return list(spec.get("domains", self.DOMAINS))
@@ -157,9 +163,12 @@ class MtragUn(BenchmarkLoader):
         return tasks, {**report, "qrels": qreport}
 
     def corpus(self, name, spec, domain, files):
-        from convrag.data.mtrag import load_passage_corpus
+        return self.corpus_with_counts(name, spec, domain, files)[0]
 
-        return load_passage_corpus(files[f"corpus_{domain}.jsonl.zip"], domain)
+    def corpus_with_counts(self, name, spec, domain, files):
+        from convrag.data.mtrag import benchmark_passages
+
+        return benchmark_passages(files[f"corpus_{domain}.jsonl.zip"], domain, name, spec)
 
 
 register_benchmark_loader(MtragUn())
@@ -175,15 +184,20 @@ class MtragConversations(MtragUn):
 
     kind = "mtrag_conversations"
     # conversations.json has no conversation ids: they come from the retrieval tasks' questions
-    # files of every domain (convrag.data.mtrag.conversation_ids_from_queries), or from a
-    # conversation_index_to_id.tsv given under `files` (a file of a fork; IBM ships none)
+    # files of the selected domains (convrag.data.mtrag.conversation_ids_from_queries: a
+    # conversation takes its id from its own domain's file only, so the other domains' files are
+    # not needed), or from a conversation_index_to_id.tsv given under `files` (a file of a fork;
+    # IBM ships none)
+    FILES_WHY = ("; <domain>_questions.jsonl (one per domain in 'domains') gives the conversations of "
+                 "conversations.json their ids, which that file lacks (or give a conversation_index_to_id.tsv "
+                 "instead)")
     WHERE = {"conversations.json": "mtrag-human/conversations/conversations.json",
              **{f"{d}_questions.jsonl": f"mtrag-human/retrieval_tasks/{d}/{d}_questions.jsonl" for d in MtragUn.DOMAINS},
              **{f"corpus_{d}.jsonl.zip": f"corpora/passage_level/{d}.jsonl.zip" for d in MtragUn.DOMAINS}}
 
     def raw_names(self, spec):
         ids = (["conversation_index_to_id.tsv"] if "conversation_index_to_id.tsv" in spec.get("files", {})
-               else [f"{d}_questions.jsonl" for d in self.DOMAINS])
+               else [f"{d}_questions.jsonl" for d in self.domains(spec)])
         return ["conversations.json", *ids, *(f"corpus_{d}.jsonl.zip" for d in self.domains(spec))]
 
     def raw_files(self, spec):
@@ -200,11 +214,9 @@ class MtragConversations(MtragUn):
     def tasks(self, name, spec, files):
         from convrag.data.mtrag import load_conversations
 
-        qs = {d: files[f"{d}_questions.jsonl"] for d in self.DOMAINS if f"{d}_questions.jsonl" in files}
-        tasks, report = load_conversations(files["conversations.json"], files.get("conversation_index_to_id.tsv"),
-                                           benchmark=name, questions=qs or None)
-        keep = set(self.domains(spec))
-        return [t for t in tasks if t.labels.get("domain") in keep], report
+        qs = {d: files[f"{d}_questions.jsonl"] for d in self.domains(spec) if f"{d}_questions.jsonl" in files}
+        return load_conversations(files["conversations.json"], files.get("conversation_index_to_id.tsv"),
+                                  benchmark=name, questions=qs or None, domains=self.domains(spec))
 
 
 register_benchmark_loader(MtragConversations())

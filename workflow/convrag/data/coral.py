@@ -69,7 +69,7 @@ from typing import Any, Callable, Container, Iterable, Iterator
 
 from convrag.data.benchmarks import BenchmarkLoader, register_benchmark_loader
 from convrag.errors import ConfigError, DataError
-from convrag.io import json_error
+from convrag.io import json_error, utf8_errors
 from convrag.records import Passage, TurnTask
 
 DOMAIN = "coral"
@@ -287,7 +287,7 @@ def _iter_json_records(path: str | Path, decode: Decoder = _plain) -> Iterator[t
         fh = open(path, encoding="utf-8-sig")  # a byte-order mark, if any, is not data
     except FileNotFoundError as e:
         raise DataError(f"{path}: file not found") from e
-    with fh:
+    with fh, utf8_errors(path):
         head = ""
         while True:
             chunk = fh.read(_CHUNK)
@@ -449,7 +449,7 @@ def read_coral_qrels(path: str | Path) -> tuple[dict[str, dict[str, int]], dict[
         fh = open(path, encoding="utf-8")
     except FileNotFoundError as e:
         raise DataError(f"{path}: file not found") from e
-    with fh:
+    with fh, utf8_errors(path):
         header_seen = False
         width = width_line = None  # the column count of the first row, which every row keeps
         for lineno, raw in enumerate(fh, start=1):

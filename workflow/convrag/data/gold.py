@@ -61,15 +61,24 @@ def check_gold(tasks: Iterable, passage_ids: Iterable[str], *, benchmark: str, d
 
 
 def caption_note(reports: Iterable[dict]) -> str:
-    """One sentence for the caption of a retrieval table: the gold ids missing from the corpus
-    per benchmark domain (only where some are; empty when every gold id is in its corpus)."""
+    """The caption sentences of a retrieval table: the gold ids missing from the corpus per
+    benchmark domain, and the empty passages left out of it (``empty_passages: drop``; only
+    where there are some: empty when every gold id is in its corpus and nothing was dropped)."""
+    from convrag.data.empty_passages import caption_part
+
+    reports = list(reports)
     parts = [f"{r['benchmark']} {r['domain']} {r['missing_ids']:,} of {r['gold_ids']:,} ids "
              f"({r['turns_with_no_gold_in_corpus']:,} of {r['turns_with_gold']:,} turns with no gold left)"
              for r in reports if r.get("missing_ids")]
-    if not parts:
-        return ""
-    return ("Gold not in the corpus (allow_missing_gold: the corpus is a sample; a missing gold passage can never "
-            "be retrieved, so recall and nDCG are lower bounds): " + "; ".join(parts) + ".")
+    dropped = [d for d in map(caption_part, reports) if d]
+    notes = []
+    if parts:
+        notes.append("Gold not in the corpus (allow_missing_gold: the corpus is a sample; a missing gold passage can "
+                     "never be retrieved, so recall and nDCG are lower bounds): " + "; ".join(parts) + ".")
+    if dropped:
+        notes.append("Passages with empty text left out of the corpus (empty_passages: drop): " + "; ".join(dropped)
+                     + ".")
+    return " ".join(notes)
 
 
 def gold_files(config: dict, layout, benchmark: str, domains: Iterable[str] | None = None) -> list[str]:

@@ -24,8 +24,9 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from convrag.data.empty_passages import EmptyPassages
 from convrag.errors import ConfigError, DataError
-from convrag.io import iter_jsonl, json_error
+from convrag.io import iter_jsonl, json_error, read_text
 from convrag.records import Passage, Question, write_records
 
 FORMATS = ("musique", "2wikimultihopqa", "hotpotqa")
@@ -41,17 +42,32 @@ def _read(path: Path) -> tuple[Any, list[int] | None]:
     if path.suffix == ".jsonl":
         rows = list(iter_jsonl(path))
         return [r for _, r in rows], [n for n, _ in rows]
+    text = read_text(path)  # a missing file, or bytes that are not UTF-8: DataError naming file and line
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as e:
-        raise DataError(f"{path}: file not found") from e
-    try:
-        return json.loads(text), None
+        data = json.loads(text)
+        return data, _array_lines(text) if isinstance(data, list) else None
     except json.JSONDecodeError as e:
         if e.msg == "Extra data" and text.lstrip().startswith("{"):
             rows = list(iter_jsonl(path))
             return [r for _, r in rows], [n for n, _ in rows]
         raise DataError(f"{path}:{e.lineno}: invalid JSON ({json_error(e)})") from e
+
+
+def _array_lines(text: str) -> list[int]:
+    """The line on which each element of a top-level JSON array starts, so that an error names its
+    line: ``json`` keeps no positions, so the (already parsed) array is walked once more with
+    ``raw_decode``, counting newlines from one element to the next."""
+    decoder, skip = json.JSONDecoder(), re.compile(r"[\s,]*")
+    i = text.index("[") + 1
+    lines, line, last = [], 1, 0
+    while True:
+        i = skip.match(text, i).end()
+        if i >= len(text) or text[i] == "]":
+            return lines
+        line += text.count("\n", last, i)
+        last = i
+        lines.append(line)
+        _, i = decoder.raw_decode(text, i)
 
 
 def _where(path: Path, lines: list[int] | None) -> Callable[[int], str]:
@@ -68,7 +84,7 @@ def _text(value: Any, where: str) -> str:
     raise DataError(f"{where}: passage text must be a string or a list of sentences")
 
 
-def _passages(data: Any, lines: list[int] | None, dataset: str, path: Path) -> list[Passage]:
+def _passages(data: Any, lines: list[int] | None, dataset: str, path: Path, empty: EmptyPassages) -> list[Passage]:
     where = _where(path, lines)
     if isinstance(data, dict):
         items = [(t, v, f"{path}: title {t!r}") for t, v in data.items()]
@@ -80,10 +96,12 @@ def _passages(data: Any, lines: list[int] | None, dataset: str, path: Path) -> l
             items.append((rec["title"], rec["text"], where(i)))
     else:
         raise DataError(f"{path}: corpus must be a JSON list of {{title, text}} or a dict title -> text")
-    return [
-        Passage(doc_id=f"{dataset}/{i}", title=t, text=_text(v, w), source=dataset)
-        for i, (t, v, w) in enumerate(items)
-    ]
+    out = []
+    for i, (t, v, w) in enumerate(items):  # a dropped passage keeps its number: the ids do not shift
+        text = _text(v, w)
+        if empty.keep(text, w, f"{dataset}/{i}"):
+            out.append(Passage(doc_id=f"{dataset}/{i}", title=t, text=text, source=dataset))
+    return out
 
 
 class _Index:
@@ -205,17 +223,21 @@ def _wiki_intermediates(rec: dict, question: str, answers: list[str], titles: li
 
 
 def load_hipporag(
-    questions_path: str | Path, corpus_path: str | Path, dataset: str, format: str | None = None
+    questions_path: str | Path, corpus_path: str | Path, dataset: str, format: str | None = None,
+    empty: EmptyPassages | None = None,
 ) -> tuple[list[Question], list[Passage]]:
     """Load a HippoRAG question file and its corpus as (questions, passages).
 
     ``dataset`` names the records (doc id prefix, ``Question.dataset``); ``format`` (one of
-    FORMATS) is checked when given, otherwise detected per record from its fields.
+    FORMATS) is checked when given, otherwise detected per record from its fields. A passage with
+    empty text is a DataError naming file and line, unless ``empty`` (the corpus's
+    ``empty_passages: drop``) leaves it out and counts it.
     """
     qpath, cpath = Path(questions_path), Path(corpus_path)
     if format is not None and format not in FORMATS:
         raise ConfigError(f"unknown hipporag format '{format}' (known: {', '.join(FORMATS)})")
-    passages = _passages(*_read(cpath), dataset=dataset, path=cpath)
+    passages = _passages(*_read(cpath), dataset=dataset, path=cpath,
+                         empty=empty or EmptyPassages(key=f"corpora.{dataset}.empty_passages"))
     idx = _Index(passages)
     data, lines = _read(qpath)
     if not isinstance(data, list):

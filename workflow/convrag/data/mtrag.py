@@ -46,8 +46,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from convrag.data.empty_passages import EmptyPassages
 from convrag.errors import ConfigError, DataError
-from convrag.io import json_error
+from convrag.io import json_error, utf8_errors
 from convrag.metrics.retrieval import Qrels, read_qrels
 from convrag.records import Passage, TurnTask
 
@@ -104,9 +105,11 @@ def _nan_counter() -> tuple[list[int], Any]:
     return box, parse_constant
 
 
-def _iter_json_lines(path: Path, lines: Iterable[str] | None = None, where: str | None = None
-                     ) -> Iterator[tuple[int, dict, int]]:
-    """(line number, object, NaN tokens on the line) for each non-blank line; NaN -> None."""
+def _iter_json_lines(path: Path, lines: Iterable[str] | None = None, where: str | None = None,
+                     open_binary=None) -> Iterator[tuple[int, dict, int]]:
+    """(line number, object, NaN tokens on the line) for each non-blank line; NaN -> None. Bytes
+    that are not UTF-8 name the line and byte offset (scanned from ``open_binary`` for ``lines``
+    of a zip member)."""
     label = where or str(path)
     fh = None
     if lines is None:
@@ -116,17 +119,18 @@ def _iter_json_lines(path: Path, lines: Iterable[str] | None = None, where: str 
             raise DataError(f"{path}: file not found") from e
         lines = fh
     try:
-        for lineno, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            box, pc = _nan_counter()
-            try:
-                rec = json.loads(line, parse_constant=pc)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{label}:{lineno}: malformed JSON line ({json_error(e, line=True)})") from e
-            if not isinstance(rec, dict):
-                raise DataError(f"{label}:{lineno}: expected a JSON object, got {type(rec).__name__}")
-            yield lineno, rec, box[0]
+        with utf8_errors(path, label, open_binary):
+            for lineno, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                box, pc = _nan_counter()
+                try:
+                    rec = json.loads(line, parse_constant=pc)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{label}:{lineno}: malformed JSON line ({json_error(e, line=True)})") from e
+                if not isinstance(rec, dict):
+                    raise DataError(f"{label}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+                yield lineno, rec, box[0]
     finally:
         if fh is not None:
             fh.close()
@@ -136,7 +140,7 @@ def _read_json(path: Path) -> tuple[Any, int]:
     """A whole JSON document, NaN-tolerant; (data, NaN tokens)."""
     box, pc = _nan_counter()
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8") as fh, utf8_errors(path):
             return json.load(fh, parse_constant=pc), box[0]
     except FileNotFoundError as e:
         raise DataError(f"{path}: file not found") from e
@@ -576,11 +580,11 @@ def attach_qrels(tasks: Iterable[TurnTask], qrels_paths: Mapping[str, str | Path
 # ---- 3. passage corpora -------------------------------------------------------------------
 
 
-def _corpus_lines(path: Path) -> Iterator[tuple[Iterable[str] | None, str]]:
-    """Yield (lines, label for errors) of a ``.zip`` holding one jsonl, or (None: read ``path``
-    itself, label) of a plain ``.jsonl``."""
+def _corpus_lines(path: Path) -> Iterator[tuple[Iterable[str] | None, str, Any]]:
+    """Yield (lines, label for errors, an opener of the raw bytes) of a ``.zip`` holding one jsonl,
+    or (None: read ``path`` itself, label, None) of a plain ``.jsonl``."""
     if path.suffix != ".zip":
-        yield None, str(path)
+        yield None, str(path), None
         return
     try:
         zf = zipfile.ZipFile(path)
@@ -594,20 +598,22 @@ def _corpus_lines(path: Path) -> Iterator[tuple[Iterable[str] | None, str]]:
             raise DataError(f"{path}: the zip must hold exactly one .jsonl file, found {len(members)} "
                             f"({', '.join(members[:5])})")
         with zf.open(members[0]) as raw:
-            yield io.TextIOWrapper(raw, encoding="utf-8"), f"{path}[{members[0]}]"
+            yield io.TextIOWrapper(raw, encoding="utf-8"), f"{path}[{members[0]}]", lambda: zf.open(members[0])
 
 
-def iter_passage_corpus(path: str | Path, domain: str) -> Iterator[Passage]:
+def iter_passage_corpus(path: str | Path, domain: str, empty: EmptyPassages | None = None) -> Iterator[Passage]:
     """Stream the passages of an MTRAG passage-level corpus (``<domain>.jsonl`` or
     ``<domain>.jsonl.zip`` holding one jsonl): one ``{"_id" (or "id"), "title", "text", "url"}``
     a line -> ``Passage(doc_id=_id, title, text, source=domain)`` (the url is not kept; a missing
     title is ""). A missing id or text, an ``_id`` and ``id`` that disagree, or a repeated id is a
-    DataError naming the file and line. One line is parsed at a time."""
+    DataError naming the file and line; so is an empty text, unless ``empty`` (the benchmark's
+    ``empty_passages: drop``) leaves it out and counts it. One line is parsed at a time."""
     path = Path(path)
+    empty = empty or EmptyPassages()
     source = DOMAINS.get(domain, domain)
     seen: set[str] = set()
-    for lines, label in _corpus_lines(path):
-        for lineno, rec, _ in _iter_json_lines(path, lines, where=label):
+    for lines, label, open_binary in _corpus_lines(path):
+        for lineno, rec, _ in _iter_json_lines(path, lines, where=label, open_binary=open_binary):
             where = f"{label}:{lineno}"
             ids = [rec[k] for k in ("_id", "id") if not _is_missing(rec.get(k))]
             ids = [str(i) if isinstance(i, int) and not isinstance(i, bool) else i for i in ids]
@@ -624,12 +630,20 @@ def iter_passage_corpus(path: str | Path, domain: str) -> Iterator[Passage]:
             text = _text(rec["text"], where, "text")
             title = rec.get("title")
             title = "" if _is_missing(title) else _text(title, where, "title")
-            yield Passage(doc_id=doc_id, title=title, text=text, source=source)
+            if empty.keep(text, where, doc_id):
+                yield Passage(doc_id=doc_id, title=title, text=text, source=source)
 
 
-def load_passage_corpus(path: str | Path, domain: str) -> list[Passage]:
+def load_passage_corpus(path: str | Path, domain: str, empty: EmptyPassages | None = None) -> list[Passage]:
     """Every passage of one domain's corpus (``iter_passage_corpus``)."""
-    return list(iter_passage_corpus(path, domain))
+    return list(iter_passage_corpus(path, domain, empty))
+
+
+def benchmark_passages(path: str | Path, domain: str, benchmark: str, spec: dict) -> tuple[list[Passage], dict]:
+    """One domain's corpus of an MTRAG-type benchmark (config ``benchmarks.<benchmark>``: ``spec``)
+    and the counts of the empty passages its ``empty_passages: drop`` left out."""
+    empty = EmptyPassages(spec.get("empty_passages"), f"benchmarks.{benchmark}.empty_passages")
+    return load_passage_corpus(path, domain, empty), empty.report()
 
 
 # ---- 4. gold passages in the corpus -------------------------------------------------------
@@ -640,7 +654,7 @@ def load_passage_corpus(path: str | Path, domain: str) -> list[Passage]:
 
 def _index_rows(path: Path) -> list[dict]:
     try:
-        with open(path, encoding="utf-8", newline="") as fh:
+        with open(path, encoding="utf-8", newline="") as fh, utf8_errors(path):
             rows = list(csv.DictReader(fh, delimiter="\t"))
     except FileNotFoundError as e:
         raise DataError(f"{path}: file not found") from e
@@ -694,12 +708,14 @@ def _conversation_ids(convs: list, path: Path, tsv: Path | None, stats: Counter)
     return out
 
 
-def conversation_ids_from_queries(convs: list, path: Path, questions: Mapping[str, str | Path]) -> list[str]:
+def conversation_ids_from_queries(convs: list, path: Path, questions: Mapping[str, str | Path],
+                                  positions: list[int] | None = None) -> list[str]:
     """The id of every conversation of ``conversations.json`` (which has none) from files that
     IBM's repository ships: the retrieval tasks' ``<domain>_questions.jsonl`` (domain -> path) list,
     per task ``<conversation id><::><turn>``, every user turn so far. A conversation takes the id
     whose longest question list is a prefix of its own user turns, in its domain; none or several
-    is a DataError naming the conversation (a conversation with no retrieval task has no id)."""
+    is a DataError naming the conversation (a conversation with no retrieval task has no id), by its
+    place in the file (``positions``: of each of ``convs``, when they are a selection)."""
     known: dict[str, dict[str, list[str]]] = {}  # domain -> conversation id -> user turns
     for dom, p in questions.items():
         d = DOMAINS.get(dom, dom)
@@ -709,7 +725,7 @@ def conversation_ids_from_queries(convs: list, path: Path, questions: Mapping[st
             if len(turns) > len(known.setdefault(d, {}).get(conv, [])):
                 known[d][conv] = turns
     out = []
-    for i, c in enumerate(convs):
+    for i, c in zip(positions if positions is not None else range(len(convs)), convs):
         dom = domain_of(c.get("domain"), f"{path}: conversation {i}", "domain")
         users = [m.get("text") for m in c["messages"] if m.get("speaker") == "user"]
         hits = [cid for cid, turns in known.get(dom, {}).items() if users[:len(turns)] == turns]
@@ -731,8 +747,8 @@ def _relevant(ctx: dict, editor: Any, author: Any) -> bool | None:
 
 
 def load_conversations(path: str | Path, index_to_id_tsv: str | Path | None = None, *, benchmark: str = "mtrag",
-                       contexts: str = "relevant", questions: Mapping[str, str | Path] | None = None
-                       ) -> tuple[list[TurnTask], dict[str, Any]]:
+                       contexts: str = "relevant", questions: Mapping[str, str | Path] | None = None,
+                       domains: Iterable[str] | None = None) -> tuple[list[TurnTask], dict[str, Any]]:
     """MTRAG's ``conversations.json`` (a JSON array of annotated conversations) -> one TurnTask per
     user turn that an agent turn follows.
 
@@ -746,7 +762,10 @@ def load_conversations(path: str | Path, index_to_id_tsv: str | Path | None = No
     Validity); the domain from the conversation's ``domain`` (a collection name). Ids: from the
     retrieval tasks' questions files IBM ships (``questions``: domain -> path;
     ``conversation_ids_from_queries``), else from a ``conversation_index_to_id.tsv`` (a file of a
-    fork, not of IBM's repository; ``_conversation_ids``), else the position.
+    fork, not of IBM's repository; ``_conversation_ids``), else the position. ``domains`` keeps the
+    conversations of those domains only (all: None); it is applied before the ids are matched to
+    ``questions``, which then needs those domains' files only (a conversation's id is looked up in
+    its own domain's file), and after the ids are read from a tsv (which is by position).
     """
     if contexts not in ("relevant", "shown"):
         raise ConfigError(f"load_conversations: contexts must be 'relevant' or 'shown', got {contexts!r}")
@@ -763,15 +782,22 @@ def load_conversations(path: str | Path, index_to_id_tsv: str | Path | None = No
                 got = m.get("speaker", "(missing)") if isinstance(m, dict) else type(m).__name__
                 raise DataError(f"{path}: conversation {i}, message {j}: field 'speaker' must be user or agent, "
                                 f"got {got!r}")
+    keep = None if domains is None else set(domains)
+    index = list(range(len(data)))
+    if keep is not None:
+        index = [i for i, c in enumerate(data) if domain_of(c.get("domain"), f"{path}: conversation {i}", "domain")
+                 in keep]
+        stats["conversations_other_domains"] = len(data) - len(index)
     if questions:
-        ids = conversation_ids_from_queries(data, path, questions)
+        ids = conversation_ids_from_queries([data[i] for i in index], path, questions, positions=index)
         stats["ids_from_queries"] = len(ids)
     else:
         ids = _conversation_ids(data, path, Path(index_to_id_tsv) if index_to_id_tsv else None, stats)
+        ids = [ids[i] for i in index]
     if len(set(ids)) != len(ids):
         raise DataError(f"{path}: two conversations got the same id '{Counter(ids).most_common(1)[0][0]}'")
     tasks: list[TurnTask] = []
-    for i, (conv, cid) in enumerate(zip(data, ids)):
+    for i, conv, cid in zip(index, (data[i] for i in index), ids):
         cw = f"{path}: conversation {i} ({cid})"
         domain = domain_of(conv.get("domain"), cw, "domain")
         msgs = conv["messages"]
@@ -824,10 +850,11 @@ def load_conversations(path: str | Path, index_to_id_tsv: str | Path | None = No
                  "contexts": [c for c, r in zip(ctx, rel) if r] if contexts == "relevant" else ctx, "labels": labels}
             tasks.append(TurnTask.from_dict(d, where=f"{w} (task {tid})"))
             history.append({"role": "user", "text": text})
-    report = {**_task_report(path, tasks, stats), "conversations": len(data),
+    report = {**_task_report(path, tasks, stats), "conversations": len(index),
               **{k: stats[k] for k in ("user_turns", "user_turns_without_answer", "alternatives", "contexts_shown",
                                        "contexts_relevant", "contexts_rejected", "contexts_unjudged",
                                        "ids_by_position", "ids_by_matching", "ids_from_queries")},
+              **({"conversations_other_domains": stats["conversations_other_domains"]} if keep is not None else {}),
               "tasks_with_gold": sum(bool(t.gold_docs) for t in tasks)}
     del report["ignored_fields"]
     return tasks, report

@@ -75,7 +75,8 @@ class MtragRetrieval(BenchmarkLoader):
     kind = "mtrag_retrieval"
     # allow_missing_gold: the corpus is a sample (the benchmark_corpus rule's gold check; config.py
     # checks it for every kind and does not pass it on, but a direct caller may)
-    KEYS = ("kind", "domains", "revision", "files", "tags", "allow_missing_gold")
+    KEYS = ("kind", "domains", "revision", "files", "tags", "allow_missing_gold", "empty_passages")
+    EMPTY_PASSAGES = True
 
     def check(self, name, spec, source):
         self.check_keys(name, spec, source)
@@ -97,9 +98,7 @@ class MtragRetrieval(BenchmarkLoader):
         if unknown:
             raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.files.{unknown[0]}': not a raw file of "
                               f"this benchmark (known: {', '.join(self.raw_names(spec))})")
-        if "revision" not in spec and set(files) < set(self.raw_names(spec)):
-            raise ConfigError(f"{source}: invalid config key 'benchmarks.{name}.revision': required (a commit of "
-                              "IBM/mt-rag-benchmark) unless every raw file is given under 'files'")
+        self.check_files_given(name, spec, source, REPO)
 
     def domains(self, spec):
         return list(spec.get("domains") or DOMAINS)
@@ -147,9 +146,12 @@ class MtragRetrieval(BenchmarkLoader):
         return tasks, report
 
     def corpus(self, name, spec, domain, files):
-        from convrag.data.mtrag import load_passage_corpus
+        return self.corpus_with_counts(name, spec, domain, files)[0]
 
-        return load_passage_corpus(files[f"corpus_{domain}.jsonl.zip"], domain)
+    def corpus_with_counts(self, name, spec, domain, files):
+        from convrag.data.mtrag import benchmark_passages
+
+        return benchmark_passages(files[f"corpus_{domain}.jsonl.zip"], domain, name, spec)
 
 
 register_benchmark_loader(MtragRetrieval())

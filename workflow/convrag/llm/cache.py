@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from convrag.errors import DataError
 from convrag.io import public_mode
 from convrag.llm.types import Request
 
@@ -44,6 +45,20 @@ def prompt_hash(request: Request) -> str:
     """sha256 of the messages alone: names a prompt in traces and bundle manifests without copying
     it, and lets two models' entries for one prompt be matched (the cache key mixes in the model)."""
     return hashlib.sha256(canonical_json(request.chat).encode("utf-8")).hexdigest()
+
+
+# SQLite's result codes for a file that is not a database or is damaged (sqlite3 gives the name of
+# each error's code: Python >= 3.11)
+_DAMAGED = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
+
+
+def _unreadable(path: Path, e: sqlite3.DatabaseError) -> str:
+    """What a user can do about a cache file SQLite cannot read: it holds model answers only, so
+    moving it aside costs model calls again, never a result."""
+    return (f"{path}: the LLM cache is not a readable SQLite database ({e}). It only holds cached model answers: "
+            f"move it aside (mv {path} {path}.broken) or delete it, together with any {path.name}-wal and "
+            f"{path.name}-shm beside it, and rerun; the answers are then asked again (or restore it from a "
+            "bundle: convrag cache import)")
 
 
 class LLMCache:
@@ -81,13 +96,18 @@ class LLMCache:
         return self._conn
 
     def _retry(self, fn, *args):
-        """Run ``fn`` and retry with jittered backoff while the database is locked or busy."""
+        """Run ``fn`` and retry with jittered backoff while the database is locked or busy; a file
+        that is not an SQLite database or is damaged is a DataError naming it (``_unreadable``)."""
         for attempt in range(self.retries + 1):
             try:
                 return fn(*args)
-            except sqlite3.OperationalError as e:
+            except sqlite3.DatabaseError as e:
+                if getattr(e, "sqlite_errorname", "") in _DAMAGED:
+                    self.close()
+                    raise DataError(_unreadable(self.path, e)) from e
                 msg = str(e).lower()
-                if ("locked" not in msg and "busy" not in msg) or attempt == self.retries:
+                if not isinstance(e, sqlite3.OperationalError) or ("locked" not in msg and "busy" not in msg) \
+                        or attempt == self.retries:
                     raise
                 time.sleep(min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random()))
 
