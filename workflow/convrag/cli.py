@@ -688,6 +688,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from convrag.lifeline import watch
+
+    watch()  # a job of a local Snakemake run ends when that run does (killed, crashed)
     if argv is None and os.environ.get("CONVRAG_WARM_SOCKET"):  # a job of a local Snakemake run
         from convrag.warm import delegate
 

@@ -313,6 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--entry", default="convrag.cli:main", help="module:function run in each child with argv")
     p.add_argument("--preload", nargs="*", default=None, help="modules to import first (default: the project's)")
     a = p.parse_args(argv)
+    from convrag import lifeline
+
+    # ends with the Snakemake run that started it (killed, crashed), from preloading on, and
+    # takes its socket along
+    lifeline.watch("the warm server", cleanup=lambda: os.path.exists(a.socket) and os.unlink(a.socket))
     t0 = time.perf_counter()
     print(f"warm server {os.getpid()}: preloading", file=sys.stderr, flush=True)
     serve(a.socket, a.idle, PRELOAD if a.preload is None else a.preload, a.entry)

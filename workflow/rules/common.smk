@@ -17,10 +17,11 @@ from convrag.config import (
 from convrag.errors import ConvragError
 from convrag.layout import layout
 from convrag.llm.engine import REPLAY_ENV, TRACE_ENV
-from convrag.retrieval import capabilities, needs_jdk
+from convrag.retrieval import capabilities, graph_inputs, needs_jdk
 from convrag.sharding import corpus_source
 from convrag.sources import LOCK_ENV, hf_dataset_sha256, lock_path
 from convrag.studies import STUDY_PATH_ENV, active_studies, plugin_paths
+from convrag.lifeline import claim as claim_run, end_jobs_on_signal
 from convrag.warm import RunServer
 
 # Errors name the config file and line the key came from (convrag.schema.ConfigOrigin: the files
@@ -62,6 +63,12 @@ for _var, _value in (
     else:
         os.environ.pop(_var, None)
 
+# Every job (and the warm server) of a local run ends when this Snakemake process does, however
+# it ends (convrag.lifeline): the main process of a local run names itself in the environment.
+claim_run(
+    workflow.local_exec and not (workflow.remote_exec or workflow.subprocess_exec)
+)
+
 # Warm start (convrag.warm): a local run forks each `convrag` job from one server that has the
 # heavy libraries imported (3-6 s less per model job); never on a cluster executor.
 WARM = RunServer(
@@ -74,6 +81,8 @@ WARM = RunServer(
 
 onstart:
     WARM.start()
+    if workflow.local_exec and not (workflow.remote_exec or workflow.subprocess_exec):
+        end_jobs_on_signal()
 
 
 onsuccess:
