@@ -1,8 +1,9 @@
 """Workflow configuration: schema validation with defaults, and cross-reference checks.
 
 The Snakefile and every CLI stage go through ``validate_config`` so that a typo in a key, a
-wrong type, or an unknown model / retriever / dataset name stops the run *before* any job
-starts, with an error naming the key (``lic_rag.models[1]``), not a KeyError deep in a job.
+wrong type, an unknown model / retriever / dataset name or retriever param stops the run
+*before* any job starts, with an error naming the key (``lic_rag.models[1]``) and the config
+file and line it came from (``convrag.schema.ConfigOrigin``), not a KeyError deep in a job.
 
 Shared keys (corpora, datasets, retrievers, knowledge graph, paths) are validated here
 against ``workflow/schemas/config.schema.yaml`` (the machinery: ``convrag.schema``); each study's block against the study's own
