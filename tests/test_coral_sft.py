@@ -396,8 +396,14 @@ def test_generator_sft_on_the_default_world_is_a_model_the_answer_stage_loads(tm
     reg = yaml.safe_load((out / "registry.yaml").read_text())
     base = yaml.safe_load(registry.read_text())
     assert set(reg) == set(base) | {"tuned"}
-    assert reg["tuned"]["weights"] == {"path": str((out / "model").resolve())}
-    assert {k: v for k, v in reg["tuned"].items() if k not in ("weights", "family")} == \
+    # relative to the registry (a results folder that moves keeps its model); the revision is the
+    # merged weights' content hash, so the cache never mixes two tunings into one folder
+    assert reg["tuned"]["weights"] == {"path": "model"}
+    assert reg["tuned"]["revision"] == f"sha256:{sft.folder_sha256(out / 'model')[:16]}"
+    from convrag.llm.registry import load_registry as _load
+
+    assert _load(out / "registry.yaml")["tuned"].weights_location() == (str(out / "model"), None)
+    assert {k: v for k, v in reg["tuned"].items() if k not in ("weights", "family", "revision")} == \
         {k: v for k, v in base["smollm2-135m"].items() if k not in ("weights", "revision")}
 
     # full fine-tuning moved the embeddings and norms too (LoRA leaves them as they are)

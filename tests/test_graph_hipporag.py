@@ -4,6 +4,8 @@ one real-tiny-model run per retriever."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -170,10 +172,26 @@ def test_hipporag_build_and_load_checks(tmp_path, path_graph):
         build_index("hipporag", corpus, tmp_path / "bad", {"damping": 1.0}, graph_dir=gdir)
     build_index("hipporag", corpus, tmp_path / "idx", {}, graph_dir=gdir)
     man = json.loads((tmp_path / "idx" / "manifest.json").read_text())
-    assert man["retriever"] == "hipporag" and man["graph_dir"] == str(gdir.resolve())
+    # the graph and the corpus by their paths relative to the index folder: no absolute path
+    assert man["retriever"] == "hipporag" and man["graph_dir"] == os.path.relpath(gdir, tmp_path / "idx")
+    assert man["corpus"] == os.path.relpath(corpus, tmp_path / "idx") and not os.path.isabs(man["graph_dir"])
     assert man["build"] == {"n_entities": 4, "n_triples": 2, "n_synonyms": 0}
     with pytest.raises(ConfigError, match="needs an LLM engine"):
         load_retriever("hipporag", tmp_path / "idx", {})
+    # moved together, index and graph still find each other; the index alone does not find the
+    # graph it left behind
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.copytree(tmp_path / "idx", moved / "idx")
+    with pytest.raises(DataError, match=r"its knowledge graph .*moved/kg is missing; rebuild the graph and the index"):
+        load_retriever("hipporag", moved / "idx", {}, llm=ScriptedEngine({}))
+    shutil.copytree(gdir, moved / gdir.name)
+    assert load_retriever("hipporag", moved / "idx", {}, llm=ScriptedEngine({})).kg.n_entities == 4
+    # a manifest of an older version (absolute pointer) is refused, naming what to rebuild
+    old = {**man, "graph_dir": str(gdir.resolve())}
+    (moved / "idx" / "manifest.json").write_text(json.dumps(old))
+    with pytest.raises(DataError, match="names its knowledge graph by an absolute path .*rebuild the index"):
+        load_retriever("hipporag", moved / "idx", {}, llm=ScriptedEngine({}))
     (gdir / "manifest.json").write_text(json.dumps({"retriever": "knowledge_graph", "rebuilt": True}))
     with pytest.raises(DataError, match="was rebuilt after this index"):
         load_retriever("hipporag", tmp_path / "idx", {}, llm=ScriptedEngine({}))

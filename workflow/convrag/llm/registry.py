@@ -117,6 +117,10 @@ class ModelSpec:
             return folder, f
         if "path" in w:
             p = Path(w["path"]).expanduser()
+            if not p.is_absolute() and self.source and Path(self.source).is_file():
+                # relative to the registry file (a fine-tuned model's registry sits beside its
+                # weights, so a results folder moved elsewhere still loads its own)
+                p = Path(self.source).parent / p
             if p.suffix == ".gguf":
                 return str(p.parent), p.name
             return str(p), w.get("file")

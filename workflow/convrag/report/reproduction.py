@@ -27,6 +27,7 @@ the reproduction target's inputs.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -550,7 +551,9 @@ def reproduction_artifacts(study, layout, artifacts: dict) -> dict:
             continue
         stem = layout.table(study.key, name) if t.kind == "table" else layout.figure(study.key, name)
         files.append(stem + ".csv")
-    return {"published": str(path), "reproduction_tables": files}
+    # relative to the working directory: a rule input (and so the HTML report) names no
+    # absolute path of this machine
+    return {"published": os.path.relpath(path), "reproduction_tables": files}
 
 
 # ---- how a study describes its run (``context["reproduction"]``) -----------------------------------

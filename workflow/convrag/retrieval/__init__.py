@@ -91,3 +91,13 @@ def needs_jdk(config: dict, retriever: str) -> bool:
     ``Capabilities.needs_jdk``, a flag or a test of its params."""
     need = capabilities(retriever_kind(config, retriever)).needs_jdk
     return bool(need(config["retrievers"][retriever].get("params") or {}) if callable(need) else need)
+
+
+def graph_inputs(config: dict, L, corpora, retriever: str) -> list[str]:
+    """The knowledge-graph manifests a job searching ``retriever`` over ``corpora`` (one corpus
+    id or several) reads through its indexes: a graph retriever's index points at its corpus's
+    graph folder, so the graph is a declared input of every rule that loads such an index (a
+    removed or rebuilt graph is then Snakemake's to rebuild, not a file read behind its back)."""
+    if not capabilities(retriever_kind(config, retriever)).needs_graph:
+        return []
+    return [L.graph_manifest(c) for c in ([corpora] if isinstance(corpora, str) else corpora)]

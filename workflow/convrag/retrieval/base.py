@@ -188,6 +188,20 @@ def staging_dir(out_dir: str | os.PathLike) -> Iterator[Path]:
             shutil.rmtree(tmp)
 
 
+def relative_to_index(path, index_dir) -> str:
+    """``path`` as seen from an index folder (or its staging folder beside it, which gives the
+    same answer): a manifest holds no absolute path of this machine, so a results folder copied
+    or moved elsewhere still finds its own files, never those of the folder it came from."""
+    return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(index_dir))).as_posix()
+
+
+def manifest_corpus(index_dir, man: dict) -> Path:
+    """The corpus an index was built from, resolved against the index folder (manifests of
+    older versions hold the path as given to the build, kept as it is)."""
+    where = man["corpus"]
+    return Path(where) if os.path.isabs(where) else Path(os.path.normpath(Path(index_dir) / where))
+
+
 def write_manifest(index_dir: Path, retriever: str, params: dict, corpus_path, n_docs: int, seconds: float) -> None:
     write_json(
         Path(index_dir) / MANIFEST,
@@ -195,7 +209,7 @@ def write_manifest(index_dir: Path, retriever: str, params: dict, corpus_path, n
             "manifest_version": MANIFEST_VERSION,
             "retriever": retriever,
             "params": params,
-            "corpus": str(corpus_path),
+            "corpus": relative_to_index(corpus_path, index_dir),
             "corpus_sha256": file_sha256(corpus_path),
             "n_docs": n_docs,
             "build_seconds": round(seconds, 3),

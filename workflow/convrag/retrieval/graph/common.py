@@ -15,6 +15,7 @@ Choices made here, where the papers leave room:
 from __future__ import annotations
 
 import functools
+import os
 import time
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from convrag.retrieval.base import (
     QueryCost,
     batched_llm,
     check_manifest,
+    relative_to_index,
     file_sha256,
     staging_dir,
     write_manifest,
@@ -157,16 +159,17 @@ def strictly_decreasing(values: list[float]) -> list[float]:
 
 def write_graph_index(out_dir, retriever: str, params: dict, corpus_path, graph_dir, t0: float,
                       write_extra=None) -> None:
-    """An index folder that points at the shared KG (by absolute path and manifest hash),
-    plus whatever ``write_extra(tmp_folder)`` adds (RAPTOR's tree, for instance)."""
-    graph_dir = Path(graph_dir).resolve()
+    """An index folder that points at the shared KG (by its path relative to the index folder,
+    and its manifest's hash), plus whatever ``write_extra(tmp_folder)`` adds (RAPTOR's tree, for
+    instance). A relative pointer keeps a results folder movable: a copy of it reads its own
+    graph, never the folder it was copied from."""
     kg = KnowledgeGraph.load(graph_dir)
     with staging_dir(out_dir) as tmp:
         extra = write_extra(tmp) if write_extra else None
         write_manifest(tmp, retriever, params, corpus_path, kg.n_docs, time.perf_counter() - t0)
         man = read_json(tmp / "manifest.json")
-        man["graph_dir"] = str(graph_dir)
-        man["graph_manifest_sha256"] = file_sha256(graph_dir / "manifest.json") if (graph_dir / "manifest.json").exists() else None
+        man["graph_dir"] = relative_to_index(graph_dir, out_dir)
+        man["graph_manifest_sha256"] = file_sha256(Path(graph_dir) / "manifest.json") if (Path(graph_dir) / "manifest.json").exists() else None
         if extra:
             man["build"] = extra
         from convrag.io import write_json
@@ -174,13 +177,30 @@ def write_graph_index(out_dir, retriever: str, params: dict, corpus_path, graph_
         write_json(tmp / "manifest.json", man)
 
 
+def graph_path(index_dir, man: dict) -> Path:
+    """The knowledge-graph folder an index manifest points at, resolved against the index
+    folder. A manifest of an older version holds an absolute path, which in a copied or moved
+    results folder names the original run's graph: it is refused, naming what to rebuild."""
+    where = man.get("graph_dir")
+    if not where:
+        raise DataError(f"{Path(index_dir) / 'manifest.json'}: names no knowledge graph (graph_dir); rebuild the index")
+    if os.path.isabs(where):
+        raise DataError(
+            f"{Path(index_dir) / 'manifest.json'}: names its knowledge graph by an absolute path ({where}), as "
+            "versions before relocatable results wrote it; rebuild the index "
+            f"(snakemake --forcerun build_index, or delete {index_dir})")
+    return Path(os.path.normpath(Path(index_dir) / where))
+
+
 def load_graph_index(index_dir, retriever: str, params: dict, runtime_keys: frozenset, corpus_path=None) -> tuple[dict, KnowledgeGraph]:
-    """Check the manifest against ``params`` and load the KG it points at."""
+    """Check the manifest against ``params`` and load the KG it points at, refusing a graph that
+    is missing or was rebuilt after the index."""
     man = check_manifest(index_dir, retriever, params, runtime_keys, corpus_path)
-    graph_dir = Path(man.get("graph_dir", ""))
+    graph_dir = graph_path(index_dir, man)
     if not (graph_dir / "graph.json").exists():
         raise DataError(f"{index_dir}: its knowledge graph {graph_dir} is missing; rebuild the graph and the index")
     want = man.get("graph_manifest_sha256")
-    if want and (graph_dir / "manifest.json").exists() and file_sha256(graph_dir / "manifest.json") != want:
+    if want is not None and (not (graph_dir / "manifest.json").exists()
+                             or file_sha256(graph_dir / "manifest.json") != want):
         raise DataError(f"{index_dir}: the knowledge graph {graph_dir} was rebuilt after this index; rebuild the index")
     return man, KnowledgeGraph.load(graph_dir)

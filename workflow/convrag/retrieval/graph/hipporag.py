@@ -49,17 +49,17 @@ folder is only a manifest pointing at the KG, so every param is a runtime key.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 from scipy import sparse
 
 from convrag.errors import ConfigError, DataError
-from convrag.retrieval.base import Capabilities, SearchResult, Retriever, check_k, file_sha256, normalize_params, read_corpus
+from convrag.retrieval.base import Capabilities, SearchResult, Retriever, check_k, normalize_params, read_corpus
 from convrag.retrieval.graph.common import (
     embedding_params,
     encode,
     link_entities,
+    graph_path,
     load_graph_index,
     new_costs,
     query_entities,
@@ -143,11 +143,7 @@ def build_pointer(name: str, p: dict, corpus_path, out_dir, graph_dir, need_trip
 def load_pointer(name: str, index_dir, p: dict, runtime_keys, corpus_path,
                  need_triples: bool = False) -> KnowledgeGraph:
     man, kg = load_graph_index(index_dir, name, p, runtime_keys, corpus_path)
-    graph_dir = Path(man["graph_dir"])
-    want = man.get("graph_manifest_sha256")
-    if want is not None and (not (graph_dir / "manifest.json").exists()
-                             or file_sha256(graph_dir / "manifest.json") != want):
-        raise DataError(f"{index_dir}: its knowledge graph {graph_dir} was rebuilt after this index; rebuild the index")
+    graph_dir = graph_path(index_dir, man)
     check_graph(kg, graph_dir, name, need_triples)
     return kg
 

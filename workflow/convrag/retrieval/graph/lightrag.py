@@ -66,7 +66,6 @@ they are all ``RUNTIME_KEYS``.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -81,7 +80,6 @@ from convrag.retrieval.base import (
     Retriever,
     batched_llm,
     check_k,
-    file_sha256,
     normalize_params,
     read_corpus,
 )
@@ -153,11 +151,7 @@ def build(corpus_path, out_dir, params: dict | None, llm=None, graph_dir=None) -
 def load(index_dir, params: dict | None, corpus_path=None, llm=None) -> "LightRAGRetriever":
     p = _params(params)
     man, kg = common.load_graph_index(index_dir, NAME, p, RUNTIME_KEYS, corpus_path)
-    graph_dir = Path(man["graph_dir"])
-    want = man.get("graph_manifest_sha256")
-    if want is not None and (not (graph_dir / "manifest.json").exists()
-                             or file_sha256(graph_dir / "manifest.json") != want):
-        raise DataError(f"{index_dir}: its knowledge graph {graph_dir} was rebuilt after this index; rebuild the index")
+    graph_dir = common.graph_path(index_dir, man)
     _check_kg(kg, graph_dir)
     if llm is None:
         raise ConfigError(f"retriever '{NAME}' needs an LLM engine for keyword extraction (llm)")

@@ -79,6 +79,7 @@ from convrag.retrieval.base import (
     Retriever,
     batched_llm,
     check_k,
+    manifest_corpus,
     normalize_params,
     passage_text,
     read_corpus,
@@ -160,8 +161,8 @@ def build_explorer(name: str, corpus_path, out_dir, p: dict, graph_dir) -> None:
 
 def load_explorer(name: str, index_dir, p: dict, runtime_keys, corpus_path):
     man, kg = common.load_graph_index(index_dir, name, p, runtime_keys, corpus_path)
-    check_graph(kg, man.get("graph_dir"), name)
-    return kg, corpus_texts(kg, corpus_path if corpus_path is not None else man["corpus"])
+    check_graph(kg, common.graph_path(index_dir, man), name)
+    return kg, corpus_texts(kg, corpus_path if corpus_path is not None else manifest_corpus(index_dir, man))
 
 
 def build(corpus_path, out_dir, params: dict | None, llm=None, graph_dir=None) -> None:

@@ -379,9 +379,12 @@ def train_sft(examples: Sequence[Mapping], *, base_model: str, registry_path: st
 
 def write_sft_registry(registry_path: str | Path, base_model: str, name: str, out_dir: str | Path) -> Path:
     """``out_dir/registry.yaml``: every entry of ``registry_path`` plus ``name``, the base
-    model's entry with ``weights: {path: <out_dir>/model}`` (absolute; no revision: the folder is
-    the version), so a job given this registry loads the fine-tuned model by ``name`` with the
-    base's backend, dtype, context length, template and size."""
+    model's entry with ``weights: {path: model}`` (relative: the registry loader resolves it
+    against the registry's own folder, so the results folder can move) and ``revision:
+    sha256:<...>`` of the merged weights (the cache keys on the revision, so weights tuned again
+    into the same folder never get the old weights' answers), so a job given this registry
+    loads the fine-tuned model by ``name`` with the base's backend, dtype, context length,
+    template and size."""
     import yaml
 
     data = yaml.safe_load(Path(registry_path).read_text(encoding="utf-8")) or {}
@@ -390,11 +393,25 @@ def write_sft_registry(registry_path: str | Path, base_model: str, name: str, ou
     if name in data:
         raise ConfigError(f"{registry_path}: the fine-tuned model's name {name!r} is already a registry model")
     entry = {k: v for k, v in dict(data[base_model]).items() if k != "revision"}
-    entry["weights"] = {"path": str((Path(out_dir) / "model").resolve())}
+    entry["weights"] = {"path": "model"}
+    entry["revision"] = f"sha256:{folder_sha256(Path(out_dir) / 'model')[:16]}"
     entry["family"] = entry.get("family") or re.match(r"[A-Za-z]*", base_model).group(0).lower() or base_model
     out = Path(out_dir) / "registry.yaml"
     out.write_text(yaml.safe_dump({**data, name: entry}, sort_keys=False), encoding="utf-8")
     return out
+
+
+def folder_sha256(folder: Path) -> str:
+    """sha256 over every file of ``folder`` (relative name and content, in name order)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        h.update(f.relative_to(folder).as_posix().encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from convrag.layout import Layout
+from convrag.retrieval import graph_inputs
 from convrag.studies.coral import paths
 from convrag.studies.coral.plan import (constructed, domain, generation_jobs, generation_run, index_corpus,
                                         llm4cs_model, run_jobs, sft_generators, source, sweep_jobs, sweep_m,
@@ -58,7 +59,8 @@ def runs_arg(config: dict, L: Layout) -> str:
 
 
 def retrieve_inputs(config: dict, L: Layout, prompts_dir: str, retriever: str, policy: str) -> dict:
-    ins = {"tasks": tasks_file(config, L), "index": L.index_manifest(index_corpus(config), retriever)}
+    ins = {"tasks": tasks_file(config, L), "index": L.index_manifest(index_corpus(config), retriever),
+           "graph": graph_inputs(config, L, index_corpus(config), retriever)}
     if policy == "llm_rewrite":
         ins["rewrite_prompts"] = config["coral"]["rewrite"]["prompt"] or f"{prompts_dir}/rag/rewrite.yaml"
     return ins
@@ -321,6 +323,7 @@ def framework_inputs(config: dict, L: Layout, prompts_dir: str, name: str) -> di
             ins["strategy_queries"] = paths.run(L, source(config), *run, "queries.jsonl")
         else:
             ins["index"] = L.index_manifest(index_corpus(config), generation_run(config)[0])
+            ins["graph"] = graph_inputs(config, L, index_corpus(config), generation_run(config)[0])
     if c["compression"]:
         ins["compress_prompts"] = f"{prompts_dir}/{c['compression']['prompt']}"
     return ins

@@ -6,6 +6,7 @@ import json
 import shlex
 
 from convrag.layout import Layout
+from convrag.retrieval import graph_inputs
 from convrag.studies.cross import paths
 from convrag.studies.cross.plan import answer_jobs, domains, is_multihop
 
@@ -34,7 +35,8 @@ def answer_inputs(config: dict, L: Layout, prompts_dir: str, benchmark: str, ret
     closed = is_closed_book(config, retriever)
     ins = {"tasks": tasks_file(config, L, benchmark), "prompts": f"{prompts_dir}/{c['prompt']}",
            "indexes": [] if closed else [L.index_manifest(cid, retriever) for cid in domains(config, benchmark).values()],
-           "corpora": [] if closed else [L.corpus(cid) for cid in domains(config, benchmark).values()]}
+           "corpora": [] if closed else [L.corpus(cid) for cid in domains(config, benchmark).values()],
+           "graphs": [] if closed else graph_inputs(config, L, list(domains(config, benchmark).values()), retriever)}
     if policy == "llm_rewrite":
         ins["rewrite_prompts"] = c["rewrite"]["prompt"] or f"{prompts_dir}/rag/rewrite.yaml"
     return ins

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from convrag.retrieval import is_closed_book, retriever_kind, retriever_llm
+from convrag.retrieval import graph_inputs, is_closed_book, retriever_kind, retriever_llm
 from convrag.layout import Layout
 from convrag.retrieval import capabilities
 from convrag.studies.lic_rag import paths
@@ -89,6 +89,7 @@ def simulate_inputs(config: dict, L: Layout, prompts_dir: str, dataset: str, ret
         shards=paths.shards(L, dataset, "final.jsonl"),
         corpus=L.corpus(corpus),
         index=L.index_manifest(corpus, retriever),
+        graph=graph_inputs(config, L, corpus, retriever),
         prompts=assistant_prompts(config, prompts_dir),
         classifier_prompts=f"{prompts_dir}/lic_rag/classifier.yaml",
         judge_prompts=f"{prompts_dir}/lic_rag/judge.yaml",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from convrag.data.benchmarks import corpus_id
 from convrag.layout import Layout
+from convrag.retrieval import graph_inputs
 from convrag.studies.mtrag_un import paths
 from convrag.studies.mtrag_un.plan import mtrag_retrieval_jobs, retrieval_jobs
 
@@ -61,7 +62,8 @@ def mtrag_retrieval_context(config: dict) -> dict:
 def retrieve_inputs(config: dict, L: Layout, prompts_dir: str, benchmark: str, domain: str, retriever: str,
                     policy: str) -> dict:
     ins = {"tasks": L.benchmark_tasks(benchmark),
-           "index": L.index_manifest(corpus_id(benchmark, domain), retriever)}
+           "index": L.index_manifest(corpus_id(benchmark, domain), retriever),
+           "graph": graph_inputs(config, L, corpus_id(benchmark, domain), retriever)}
     if policy == "llm_rewrite":
         ins["rewrite_prompts"] = config["mtrag_un"]["rewrite"].get("prompt") or f"{prompts_dir}/rag/rewrite.yaml"
     return ins

@@ -7,6 +7,7 @@ import json
 from convrag.data.benchmarks import corpus_id
 from convrag.data.gold import gold_files
 from convrag.layout import Layout
+from convrag.retrieval import graph_inputs
 from convrag.studies.worse_labels import paths
 from convrag.studies.worse_labels.plan import (answer_judges, content_judges, fitted_rungs, human_benchmark,
                                                human_judge, part_benchmark, parts, primary, readers, rung_jobs, sets,
@@ -47,7 +48,8 @@ def index(config: dict, L: Layout, s: str, domain: str, retriever: str) -> str:
 def search_inputs(config: dict, L: Layout, prompts_dir: str, s: str, part: str, r: str, domain: str) -> dict:
     x = rung(config, s, r)
     ins = {"tasks": L.benchmark_tasks(part_benchmark(config, s, part)),
-           "index": index(config, L, s, domain, x["retriever"])}
+           "index": index(config, L, s, domain, x["retriever"]),
+           "graph": graph_inputs(config, L, corpus_id(_slice(config, s)["benchmark"], domain), x["retriever"])}
     if x["kind"] == "expansion":
         ins["expand_prompts"] = f"{prompts_dir}/worse_labels/expand.yaml"
         if x.get("released"):
