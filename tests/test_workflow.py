@@ -400,3 +400,37 @@ def test_cross_builds_its_slice_with_both_deliveries(grid):
     assert (qvc["no_gold"] + qvc["n_gold"] + qvc["n_unlabelled"] == qvc["contexts"]).all()
     acc = pd.read_csv(grid / CR_OUT / "tables/accounting.csv")
     assert set(acc["job"]) == {"shards/miniworld/accounting", "scores/mini_recor", "scores/miniworld"}
+
+
+# ---- a results folder that moves (last: it parks the run's folder while it works) --------------
+
+
+def test_a_copied_run_rebuilds_from_its_own_files_with_the_original_gone(grid, tmp_path):
+    """A copy of the finished run, the original moved away: the graph retrievers' simulate jobs
+    rerun from the copy's own graph and indexes, and no file under the copy's results/ names the
+    original folder (manifests point at their graph relative to the index folder)."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(grid, copy, symlinks=True)
+    parked = grid.with_name(grid.name + ".parked")
+    grid.rename(parked)
+    try:
+        conv = copy / OUT / f"conversations/miniworld/{MODEL}"
+        graph_retrievers = [r for r in LIC["retrievers"] if r in ("hipporag2", "raptor", "pog")]
+        assert graph_retrievers, LIC["retrievers"]
+        for r in graph_retrievers:
+            (conv / r / "SHARDED_history/chunk0.jsonl").unlink()
+        proc = _snakemake(copy, "results/lic_rag/tables/table2_full_vs_sharded.csv")
+        log = proc.stdout + proc.stderr
+        assert log.count("localrule lic_rag_simulate") == len(graph_retrievers), log[-3000:]
+        for r in graph_retrievers:
+            assert (conv / r / "SHARDED_history/chunk0.jsonl").stat().st_size > 0
+        old = str(grid).encode()
+        named = [str(p.relative_to(copy)) for p in (copy / "results").rglob("*")
+                 if p.is_file() and old in p.read_bytes()]
+        assert not named, f"files of the copy that name the original folder {grid}: {named[:10]}"
+        man = json.loads((copy / "results/indexes/miniworld/hipporag2/manifest.json").read_text())
+        assert man["graph_dir"] == "../../../graphs/miniworld" and not os.path.isabs(man["corpus"])
+    finally:
+        parked.rename(grid)
