@@ -53,15 +53,17 @@ def test_the_plan_names_a_cell_for_every_resolved_number(lic_rag_rehearsal):
     repro = pd.read_csv(tables["reproduction"]).set_index("id")
     resolved = df[df.status == RESOLVED]
     assert len(resolved) >= 86 and (df.status == "unavailable").sum() == 2 and (df.status == "unresolved").sum() == 0
-    # the paper config uses the project's own prompts: resolved, each marked, and comparable only
-    # once lic_rag.prompts names the paper's (the reproduction table says which prompts it used)
-    assert resolved.reason.str.contains("own prompt wording").all()
-    assert repro.loc[resolved.id, "reason"].str.contains("own prompt wording").all()
+    # the paper config uses the project's own prompts: resolved, each with that caveat beside its
+    # verdict (the reproduction table says which prompts it used), and judged all the same
+    assert resolved.caveats.str.contains("own prompt wording").all() and resolved.judged.all()
+    assert repro.loc[resolved.id, "caveats"].str.contains("own prompt wording").all()
+    assert not repro.loc[resolved.id, "reason"].str.contains("own prompt wording").any()
     assert set(repro.prompts) == {"assistant: own wording; shard: own wording"}
     for r in resolved.itertuples():  # the rehearsed reproduction table has a value for each of them
         assert math.isfinite(repro.loc[r.id, "ours"]), r.id
         assert r.target and r.column
-    assert summary_line(df).startswith(f"resolved {len(resolved)} of 88 published numbers")
+    assert summary_line(df).startswith(f"resolved {len(resolved)} of 88 published numbers; 2 unavailable; "
+                                       f"0 unresolved; {len(resolved)} can get a verdict")
     # a 'where' that picks several rows is an error of the plan, not a silent null later
     amb = df[df.status == AMBIGUOUS]
     if len(amb):

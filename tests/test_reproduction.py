@@ -20,14 +20,20 @@ from convrag.config import REPO_ROOT, load_config
 from convrag.errors import DataError
 from convrag.layout import Layout
 from convrag.report.reproduction import (
+    INCONCLUSIVE,
     NOT_COMPARABLE,
     NOT_REPRODUCED,
     REPRODUCED,
+    Entry,
+    Ours,
+    default_margin,
     load_published,
     published_path,
     reproduction_artifacts,
     reproduction_table,
+    requirement_differences,
     requirement_failures,
+    statement_verdict,
     verdict,
 )
 from convrag.studies import get_study
@@ -40,7 +46,7 @@ PAPER_CONFIGS = {k: REPO_ROOT / "config" / "studies" / f"{k}.yaml" for k in STUD
 
 
 def test_estimate_inside_outside_and_on_the_bounds():
-    v, why = verdict(0.50, 0.48, 0.40, 0.60)
+    v, why = verdict(0.50, 0.48, 0.40, 0.60, margin=0.05)
     assert v == REPRODUCED and why == "0.5 lies in our 95% interval [0.4, 0.6] (ours: 0.48)"
     v, why = verdict(0.68, 0.55, 0.50, 0.60)
     assert v == NOT_REPRODUCED and why == "0.68 lies above our 95% interval [0.5, 0.6] (ours: 0.55)"
@@ -49,12 +55,74 @@ def test_estimate_inside_outside_and_on_the_bounds():
     # both bounds count as inside, also after a rescaling that leaves float noise:
     # 0.029 * 100 = 2.9000000000000004 (above 2.9), 0.58 * 100 = 57.99999999999999 (below 58)
     assert 0.029 * 100 > 2.9 and 0.58 * 100 < 58
-    assert verdict(2.9, 3.5, 0.029 * 100, 4.0)[0] == REPRODUCED
-    assert verdict(58, 50.0, 40.0, 0.58 * 100)[0] == REPRODUCED
-    assert verdict(13.4, 11.0, 9.9, 13.4)[0] == REPRODUCED
-    assert verdict(13.41, 11.0, 9.9, 13.4)[0] == NOT_REPRODUCED
+    assert verdict(2.9, 3.5, 0.029 * 100, 4.0, scale="points")[0] == REPRODUCED
+    assert verdict(58, 50.0, 40.0, 0.58 * 100, scale="points", margin=5)[0] == REPRODUCED
+    assert verdict(13.4, 11.0, 9.9, 13.4, scale="points")[0] == REPRODUCED
+    assert verdict(13.41, 11.0, 9.9, 13.4, scale="points")[0] == NOT_REPRODUCED
     # an interval handed over upside down (a negative scale) is read the right way round
-    assert verdict(-0.3, -0.2, -0.1, -0.4)[0] == REPRODUCED
+    assert verdict(-0.3, -0.2, -0.1, -0.4, margin=0.1)[0] == REPRODUCED
+
+
+def test_inconclusive_when_the_interval_is_too_wide_or_n_too_small():
+    # default margin of a share: 0.03, so an interval wider than 0.12 cannot decide
+    v, why = verdict(0.50, 0.48, 0.40, 0.60)
+    assert v == INCONCLUSIVE and why == ("0.5 lies in our 95% interval [0.4, 0.6] (ours: 0.48), but the interval is "
+                                         "wider than 4 margins of 0.03: too wide to decide")
+    assert verdict(0.50, 0.48, 0.44, 0.56)[0] == REPRODUCED  # width 0.12: exactly four margins
+    # a published value outside even a wide interval is not reproduced: the data do decide that
+    assert verdict(0.90, 0.48, 0.40, 0.60)[0] == NOT_REPRODUCED
+    # points: 3; ratio and count: a tenth of the published value, at least 0.03 / 1
+    assert default_margin("points", 40) == 3 and default_margin("ratio", 1.3) == pytest.approx(0.13)
+    assert default_margin("ratio", 0.1) == 0.03 and default_margin("count", 4) == 1 and default_margin("count", 750) == 75
+    assert verdict(11.6, 11.0, 5.0, 18.0, scale="points")[0] == INCONCLUSIVE  # 13 points wide > 12
+    # n below the floor (10 units by default, or the entry's min_n)
+    v, why = verdict(0.5, 0.49, 0.47, 0.51, n=3)
+    assert v == INCONCLUSIVE and why == "n = 3 units, below the floor of 10 (ours: 0.49)"
+    assert verdict(0.5, 0.49, 0.47, 0.51, n=3, min_n=3)[0] == REPRODUCED
+    # no interval, or an undefined value: the run cannot decide
+    v, why = verdict(0.5, 0.52)
+    assert v == INCONCLUSIVE and why == "our table gives no 95% interval for this estimate (ours: 0.52)"
+    assert verdict(0.5, float("nan"), 0.4, 0.6) == (INCONCLUSIVE, "our value is undefined (NaN) in this run")
+
+
+def test_the_papers_interval_by_the_rule_the_entry_names():
+    # overlap: the paper's [0.40, 0.46] and ours [0.45, 0.50] share [0.45, 0.46]
+    v, why = verdict(0.43, 0.47, 0.45, 0.50, published_ci=(0.40, 0.46), rule="overlap")
+    assert v == REPRODUCED and why.startswith("the paper's interval [0.4, 0.46] overlaps")
+    assert verdict(0.43, 0.52, 0.50, 0.55, published_ci=(0.40, 0.46), rule="overlap")[0] == NOT_REPRODUCED
+    # inside (the default): the published point must lie in ours
+    assert verdict(0.43, 0.47, 0.45, 0.50, published_ci=(0.40, 0.46))[0] == NOT_REPRODUCED
+
+
+def test_statements_hold_on_our_rows_with_their_intervals():
+    rows = [{"label": "bm25", "value": 5.1, "low": 3.0, "high": 7.2}, {"label": "dense", "value": 7.1, "low": 5.0,
+                                                                      "high": 9.0}]
+    v, why = statement_verdict({"all": (">", 0.0)}, rows)
+    assert v == REPRODUCED and why == "holds for all 2 rows (all > 0: bm25 5.1, dense 7.1)"
+    # a row whose interval straddles the bound: the run cannot say
+    straddle = [*rows, {"label": "pog", "value": 1.0, "low": -0.5, "high": 2.5}]
+    v, why = statement_verdict({"all": (">", 0.0)}, straddle)
+    assert v == INCONCLUSIVE and why.startswith("the interval of pog straddles the bound")
+    # a row wholly below it: the statement fails
+    failing = [*rows, {"label": "pog", "value": -2.0, "low": -3.0, "high": -1.0}]
+    assert statement_verdict({"all": (">", 0.0)}, failing)[0] == NOT_REPRODUCED
+    # without intervals the values decide
+    assert statement_verdict({"all": (">", 0.0)}, [{"label": "a", "value": 0.2}, {"label": "b", "value": -0.1}]) == (
+        NOT_REPRODUCED, "fails for b (all > 0: a 0.2, b -0.1)")
+    assert statement_verdict({"any": (">=", 0.5)}, [{"label": "a", "value": 0.2}, {"label": "b", "value": 0.5}])[0] \
+        == REPRODUCED
+    # between 17 and 30 (contexts per cell), every row
+    assert statement_verdict({"between": (17.0, 30.0)}, [{"label": "x", "value": 17}, {"label": "y", "value": 30}])[0] \
+        == REPRODUCED
+    assert statement_verdict({"between": (17.0, 30.0)}, [{"label": "x", "value": 16}])[0] == NOT_REPRODUCED
+    # a rank: PoG second-lowest F1 of five retrievers
+    f1 = {"closed_book": 0.10, "pog": 0.12, "bm25": 0.20, "dense": 0.25, "hipporag2": 0.22}
+    ranked = [{"label": k, "value": v, "named": k == "pog"} for k, v in f1.items()]
+    v, why = statement_verdict({"rank": {"row": {"retriever": "pog"}, "position": 2, "order": "ascending"}}, ranked)
+    assert v == REPRODUCED and why.startswith("it is 2 of 5 (ascending: closed_book 0.1, pog 0.12, bm25 0.2")
+    assert statement_verdict({"rank": {"row": {"retriever": "pog"}, "position": 2, "order": "descending"}},
+                             ranked) == (NOT_REPRODUCED, "it is 4 of 5 (descending: dense 0.25, hipporag2 0.22, "
+                                                         "bm25 0.2, pog 0.12, closed_book 0.1)")
 
 
 def test_deterministic_within_and_outside_the_tolerance():
@@ -72,12 +140,37 @@ def test_deterministic_within_and_outside_the_tolerance():
 
 
 def test_not_comparable_cases():
-    assert verdict(0.5, 0.5, 0.4, 0.6, not_comparable_reason="substituted model: x") == (
-        NOT_COMPARABLE, "substituted model: x")
-    v, why = verdict(0.5, 0.52)  # an estimate without our interval is not judged
-    assert v == NOT_COMPARABLE and why == "our table gives no 95% interval for this estimate (ours: 0.52)"
-    assert verdict(0.5, float("nan"), 0.4, 0.6) == (NOT_COMPARABLE, "our value is missing (NaN) in this grid")
-    assert verdict(0.5, None, kind="deterministic", tolerance=0.1)[0] == NOT_COMPARABLE
+    assert verdict(0.5, 0.5, 0.4, 0.6, not_comparable_reason="different data: x") == (NOT_COMPARABLE, "different data: x")
+    assert verdict(0.5, None, kind="deterministic", tolerance=0.1)[0] == INCONCLUSIVE
+
+
+def test_protocol_differences_are_caveats_and_the_rest_not_comparable():
+    run = {"models": ["smollm2-135m"], "data": ["generated:miniworld"], "top_k": 2, "judge_model": "phi-4",
+           "prompts": "own", "retrievers": ["bm25"], "primary_labeller": "qwen3-4b"}
+    diffs = dict(requirement_differences({"models": ["qwen3-8b"], "judge_model": "gpt-4o-mini", "prompts": "supplied",
+                                          "primary_labeller": "phi-4", "expansions": "released"}, run))
+    assert diffs == {"substituted model: the paper's qwen3-8b (this run: smollm2-135m)": True,
+                     "substituted judge model: the paper's gpt-4o-mini (this run: phi-4)": True,
+                     "own prompt wording": True,
+                     "substituted primary labeller: the paper's phi-4 (this run: qwen3-4b)": True,
+                     "this run has no expansions": True}
+    diffs = dict(requirement_differences({"data": ["hotpotqa"], "top_k": 5, "retrievers": ["elser"],
+                                          "domains": ["banking"]}, run))
+    assert not any(diffs.values()) and len(diffs) == 4
+    # an entry whose only differences are caveats gets a verdict, with the caveats beside it
+    e = Entry(id="x", source="§5", what="F1", value=0.5, scale="share", kind="estimate",
+              ours=Ours(target="t", value="f1", where={"cell": "a"}, low="lo", high="hi"),
+              requires={"models": ["qwen3-8b"], "prompts": "supplied"}, caveat="read as the final answer")
+    from convrag.report.reproduction import judge_entry
+
+    tables = {"t": "unused"}
+    cache = {"t": pd.DataFrame({"cell": ["a"], "f1": [0.49], "lo": [0.46], "hi": [0.52]})}
+    j = judge_entry(e, tables, run, {}, cache)
+    assert j["verdict"] == REPRODUCED and j["caveats"] == [
+        "substituted model: the paper's qwen3-8b (this run: smollm2-135m)", "own prompt wording",
+        "read as the final answer"]
+    j = judge_entry(Entry(**{**e.__dict__, "requires": {"data": ["hotpotqa"]}}), tables, run, {}, cache)
+    assert j["verdict"] == NOT_COMPARABLE and j["reason"].startswith("generated data: the paper's hotpotqa")
 
 
 def test_requirements_name_what_the_run_lacks():
@@ -183,7 +276,8 @@ def test_reproduction_table_from_hand_written_tables(tmp_path):
                                       "value": "delivery_loss", "low": "delivery_ci_low", "high": "delivery_ci_high",
                                       "scale": -100}},
         {**GOOD, "id": "no_counterpart", "ours": None, "reason": "a range over three retrievers"},
-        {**GOOD, "id": "standing", "reason": "the paper does not name its dense retriever"},
+        {**GOOD, "id": "standing", "caveat": "the paper does not name its dense retriever"},
+        {**GOOD, "id": "incomparable", "incomparable": "the paper counts both splits, the run one"},
     ]
     for e in entries:
         if e.get("ci", 1) is None:
@@ -200,9 +294,10 @@ def test_reproduction_table_from_hand_written_tables(tmp_path):
     assert v["outside"] == NOT_REPRODUCED and r["outside"] == "15 lies above our 95% interval [9.9, 13.4] (ours: 11)"
     assert math.isnan(df.loc["outside", "published_ci_low"])
     assert v["pairs"] == REPRODUCED and df.loc["pairs", "ours"] == 225000
-    assert v["substituted"] == NOT_COMPARABLE
-    assert r["substituted"] == "substituted model: the paper's gemma-4-31b-it (this run: qwen3-8b)"
-    assert df.loc["substituted", "ours"] == pytest.approx(11.0)  # ours is shown even when not judged
+    # a substituted model is a caveat: the verdict stands beside it
+    assert v["substituted"] == REPRODUCED and r["substituted"] == r["inside"]
+    assert df.loc["substituted", "caveats"] == "substituted model: the paper's gemma-4-31b-it (this run: qwen3-8b)"
+    assert v["unreleased"] == NOT_COMPARABLE and df.loc["unreleased", "ours"] == pytest.approx(11.0)  # shown
     assert r["unreleased"] == "unreleased domain: the paper's banking (this run: clapnq)"
     assert v["absent"] == NOT_COMPARABLE and r["absent"] == "target figure9 is not built by this grid"
     assert r["pooled"] == ("2 rows of t9 have dataset=all: the published number pools what this table keeps apart")
@@ -214,8 +309,9 @@ def test_reproduction_table_from_hand_written_tables(tmp_path):
     assert v["flipped"] == REPRODUCED and df.loc["flipped", "ours"] == pytest.approx(5.0)
     assert (df.loc["flipped", "ours_ci_low"], df.loc["flipped", "ours_ci_high"]) == pytest.approx((2.0, 8.0))
     assert r["no_counterpart"] == "a range over three retrievers" and df.loc["no_counterpart", "target"] == ""
-    assert v["standing"] == NOT_COMPARABLE and r["standing"] == "the paper does not name its dense retriever"
-    assert df.loc["standing", "ours"] == pytest.approx(11.0)
+    assert v["standing"] == REPRODUCED and df.loc["standing", "caveats"] == "the paper does not name its dense retriever"
+    assert v["incomparable"] == NOT_COMPARABLE and r["incomparable"] == "the paper counts both splits, the run one"
+    assert df.loc["incomparable", "ours"] == pytest.approx(11.0)
     # the run's data lacks nothing here; without a description of the run, nothing is judged
     none = reproduction_table("demo", path, tables, {}).set_index("id")
     assert set(none["verdict"]) == {NOT_COMPARABLE} and none.loc["inside", "reason"] == "this run has no data"
@@ -504,20 +600,20 @@ def test_lic_rag_reproduction_target_writes_its_table_and_caption(tmp_path):
     paper = load_config(PAPER_CONFIGS["lic_rag"])
     inputs = {"published": str(published_path("lic_rag")),
               "reproduction_tables": [str(figures / "delivery_conditions.csv")]}
-    # the paper config as shipped uses the project's own prompt wording: nothing is judged
+    # the paper config as shipped uses the project's own prompt wording: a caveat beside each verdict
     build_target(study, "reproduction", inputs, {"reproduction": study.context(paper)["reproduction"]},
                  str(tmp_path / "own"))
     own = pd.read_csv(tmp_path / "own.csv").set_index("id")
-    assert set(own.verdict) == {NOT_COMPARABLE}
-    assert own.loc["closed_book_f1.FULL", "reason"] == "own prompt wording"
+    assert own.loc["closed_book_f1.FULL", "verdict"] == REPRODUCED
+    assert own.loc["closed_book_f1.FULL", "caveats"] == "own prompt wording"
     assert set(own.prompts) == {"assistant: own wording; shard: own wording"}
-    # with the paper's prompts supplied (files the user writes from its appendix), numbers are judged
+    # with the paper's prompts supplied (files the user writes from its appendix), the caveat goes
     paper["lic_rag"]["prompts"] = {"assistant": "my/assistant.yaml", "shard": "my/shard.yaml"}
     ctx = {"reproduction": study.context(paper)["reproduction"]}
     build_target(study, "reproduction", inputs, ctx, str(tmp_path / "reproduction"))
     df = pd.read_csv(tmp_path / "reproduction.csv").set_index("id")
     assert set(df.prompts) == {"assistant: my/assistant.yaml; shard: my/shard.yaml"}
-    assert df.loc["closed_book_f1.FULL", "verdict"] == REPRODUCED
+    assert df.loc["closed_book_f1.FULL", "verdict"] == REPRODUCED and pd.isna(df.loc["closed_book_f1.FULL", "caveats"])
     assert df.loc["closed_book_f1.SHARDED", "verdict"] == NOT_REPRODUCED
     assert df.loc["closed_book_f1.SHARDED", "reason"] == "0.19 lies above our 95% interval [0.12, 0.18] (ours: 0.15)"
     pooled = df.loc["hipporag2_full.points", "reason"]
@@ -539,9 +635,9 @@ def test_row_selectors_match_csv_types(tmp_path):
                  ).to_csv(path, index=False)
     tables = {"f3": str(path)}
     got, why = lookup(Ours("f3", "value", {"rung": "hybrid", "restricted": False, "turn": 1}, "ci_low", "ci_high"), tables)
-    assert why is None and got == {"ours": 0.7, "low": 0.6, "high": 0.75}
+    assert why is None and got == {"ours": 0.7, "low": 0.6, "high": 0.75, "n": None}
     got, _ = lookup(Ours("f3", "value", {"rung": "hybrid", "restricted": True}), tables)
-    assert got == {"ours": 0.8, "low": None, "high": None}
+    assert got == {"ours": 0.8, "low": None, "high": None, "n": None}
     got, _ = lookup(Ours("f3", "value", {"rung": None}, scale=100), tables)
     assert got["ours"] == pytest.approx(90.0)
 
@@ -559,12 +655,13 @@ def test_a_range_over_named_rows_and_an_unavailable_entry(tmp_path):
     assert lookup(Ours("f5", "recovery", three, agg="min"), tables)[0]["ours"] == pytest.approx(0.9)
     assert lookup(Ours("f5", "recovery", three, agg="max"), tables)[0]["ours"] == pytest.approx(1.2)
     assert lookup(Ours("f5", "recovery", three, agg="mean", scale=100), tables)[0]["ours"] == pytest.approx(310 / 3)
+    assert lookup(Ours("f5", "recovery", three, agg="max_over_min"), tables)[0]["ours"] == pytest.approx(1.2 / 0.9)
     found, why = lookup(Ours("f5", "recovery", {"retriever": ["hipporag", "pog"]}, agg="max"), tables)
     assert found is None and why == "f5: the max over retriever hipporag, pog has no row for pog in this grid"
     base = {"id": "x", "source": "§B.1", "what": "w", "value": 1.0, "scale": "ratio", "kind": "estimate"}
     with pytest.raises(DataError, match="a list needs ours.agg"):
         _entry({**base, "ours": {"target": "f5", "value": "recovery", "where": {"retriever": ["a", "b"]}}}, 0, "p", {})
-    with pytest.raises(DataError, match="ours.agg must be one of min, max, mean, sum, count, not 'median'"):
+    with pytest.raises(DataError, match="ours.agg must be one of min, max, mean, sum, count, max_over_min, not 'median'"):
         _entry({**base, "ours": {"target": "f5", "value": "recovery", "where": {"retriever": ["a"]}, "agg": "median"}}, 0, "p", {})
     e = _entry({**base, "ours": None, "unavailable": "the paper does not name them"}, 0, "p", {})
     assert e.unavailable and e.reason == "the paper does not name them"
@@ -601,3 +698,33 @@ def test_sum_and_count_total_the_selected_rows(tmp_path):
     assert lookup(Ours("t", "n", {"family": "a"}, agg="sum", scale=10), tables)[0]["ours"] == 30
     with pytest.raises(DataError, match="totals every row"):
         _ours({"target": "t", "value": "n", "where": {"family": ["a", "b"]}, "agg": "sum"}, "x")
+
+
+def test_a_statement_entry_is_held_to_the_rows_it_selects(tmp_path):
+    gaps = tmp_path / "t2.csv"
+    pd.DataFrame({"retriever": ["bm25", "dense", "pog", "bm25", "dense", "pog"],
+                  "policy": ["history"] * 3 + ["current"] * 3, "gap": [0.05, 0.07, 0.02, 0.04, 0.06, -0.01],
+                  "ci_low": [0.03, 0.05, 0.01, 0.02, 0.04, -0.03], "ci_high": [0.07, 0.09, 0.03, 0.06, 0.08, 0.01]}
+                 ).to_csv(gaps, index=False)
+    base = {"source": "§5.2", "kind": "statement", "scale": "points"}
+    ours = {"target": "t2", "where": {"retriever": ["bm25", "dense"], "policy": ["history", "current"]},
+            "value": "gap", "low": "ci_low", "high": "ci_high", "scale": 100}
+    entries = [
+        {**base, "id": "positive", "what": "every main retriever has a positive gap under both policies",
+         "holds": {"all": "> 0"}, "ours": ours},
+        {**base, "id": "with_pog", "what": "PoG too", "holds": {"all": "> 0"},
+         "ours": {**ours, "where": {"retriever": ["bm25", "dense", "pog"], "policy": "current"}}},
+        {**base, "id": "pog_lowest", "what": "PoG's gap is the smallest under HISTORY", "ours": {
+            **ours, "where": {"policy": "history"}},
+         "holds": {"rank": {"row": {"retriever": "pog"}, "position": 1, "order": "ascending"}}},
+    ]
+    df = reproduction_table("demo", _write(tmp_path, entries), {"t2": str(gaps)}, {"reproduction": {}}).set_index("id")
+    assert df.loc["positive", "verdict"] == REPRODUCED
+    assert df.loc["positive", "reason"] == ("holds for all 4 rows (all > 0: bm25/history 5, dense/history 7, "
+                                            "bm25/current 4, dense/current 6)")
+    assert df.loc["with_pog", "verdict"] == INCONCLUSIVE  # PoG's [-3, 1] straddles 0
+    assert df.loc["pog_lowest", "verdict"] == REPRODUCED and math.isnan(df.loc["pog_lowest", "published"])
+    with pytest.raises(DataError, match="a statement needs 'holds'"):
+        load_published(_write(tmp_path, [{**entries[0], "holds": None}]))
+    with pytest.raises(DataError, match="holds.all must be '<op> <number>'"):
+        load_published(_write(tmp_path, [{**entries[0], "holds": {"all": "positive"}}]))

@@ -63,26 +63,32 @@ def rehearse(study, config: dict, out_dir, *, questions: int = 4, runs: int = 2,
 
 def plan(study, config: dict, tables: dict[str, str]) -> pd.DataFrame:
     """One row per published number: its status (resolved / unavailable / unresolved), where it
-    will come from (target, row, column) and why not where it will not."""
+    will come from (target, row, column), why not where it will not, the caveats a verdict will
+    carry, and whether it can get a verdict at all (``judged``: resolved, and nothing the config
+    fixes makes it "not comparable")."""
     from convrag.report.reproduction import (_where_text, load_published, lookup, published_path,
-                                             requirement_failures)
+                                             requirement_differences, statement_rows)
 
     pub = load_published(published_path(study.key), study.key)
     run = study.context(config).get("reproduction") or {}
     cache: dict = {}
     rows = []
     for e in pub.entries:
-        # the project's own prompt wording is the config's choice, not the world: such a number is
-        # resolved, with the note (it turns comparable when the user supplies the paper's prompts)
-        world = requirement_failures({k: v for k, v in e.requires.items() if k != "prompts"}, run, pub.unreleased)
-        prompt_note = requirement_failures({k: v for k, v in e.requires.items() if k == "prompts"}, run)
-        row = {"id": e.id, "source": e.source, "what": e.what, "published": e.value,
+        # protocol differences (own prompt wording, a substituted model) are caveats: the number is
+        # resolved and judged; a different quantity or population is the world's (or the config's)
+        diffs = requirement_differences(e.requires, run, pub.unreleased)
+        world = [t for t, caveat in diffs if not caveat]
+        caveats = [t for t, caveat in diffs if caveat] + ([e.caveat] if e.caveat else [])
+        row = {"id": e.id, "source": e.source, "what": e.what, "published": e.value, "kind": e.kind,
                "target": e.ours.target if e.ours else "", "row": _where_text(e.ours.where) if e.ours else "",
-               "column": e.ours.value if e.ours else ""}
+               "column": e.ours.value if e.ours else "", "caveats": "; ".join(caveats), "judged": False}
         if e.ours is None:
             rows.append({**row, "status": UNAVAILABLE if e.unavailable else UNRESOLVED, "reason": e.reason})
             continue
-        found, missing = lookup(e.ours, tables, cache)
+        if e.kind == "statement":
+            found, missing = statement_rows(e.ours, e.holds, tables, cache)
+        else:
+            found, missing = lookup(e.ours, tables, cache)
         if missing and " rows of " in missing:
             rows.append({**row, "status": AMBIGUOUS, "reason": f"{missing}; its 'where' must pick one row"})
         elif missing:
@@ -90,18 +96,18 @@ def plan(study, config: dict, tables: dict[str, str]) -> pd.DataFrame:
         elif world:
             rows.append({**row, "status": UNAVAILABLE, "reason": "; ".join(world)})
         else:
-            rows.append({**row, "status": RESOLVED, "reason": "; ".join([*prompt_note, *[e.reason or ""]]).strip("; ")})
-    return pd.DataFrame(rows, columns=["id", "source", "what", "published", "status", "target", "row", "column",
-                                       "reason"])
+            rows.append({**row, "status": RESOLVED, "reason": e.incomparable or "", "judged": not e.incomparable})
+    return pd.DataFrame(rows, columns=["id", "source", "what", "published", "kind", "status", "judged", "target",
+                                       "row", "column", "reason", "caveats"])
 
 
 def summary_line(df: pd.DataFrame) -> str:
     n = df["status"].value_counts()
     line = (f"resolved {int(n.get(RESOLVED, 0))} of {len(df)} published numbers; "
-            f"{int(n.get(UNAVAILABLE, 0))} unavailable; {int(n.get(UNRESOLVED, 0))} unresolved")
-    own = int(df["reason"].fillna("").str.contains("own prompt wording").sum())
-    line += f"; {own} of them on the project's own prompt wording (not comparable until the config names " \
-        "the paper's prompts)" if own else ""
+            f"{int(n.get(UNAVAILABLE, 0))} unavailable; {int(n.get(UNRESOLVED, 0))} unresolved; "
+            f"{int(df['judged'].sum())} can get a verdict")
+    own = int((df["caveats"].fillna("").str.contains("own prompt wording") & (df["status"] == RESOLVED)).sum())
+    line += f" ({own} of them on the project's own prompt wording, a caveat)" if own else ""
     return line + (f"; {int(n[AMBIGUOUS])} ambiguous" if n.get(AMBIGUOUS) else "")
 
 
