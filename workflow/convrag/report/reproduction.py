@@ -594,18 +594,26 @@ def read_table(path: str):
         return pd.DataFrame()
 
 
+def _target_frame(ours: Ours, tables: dict[str, str], cache: dict | None):
+    """The CSV of the target ``ours`` reads (read once per table through ``cache``), or None and
+    why not."""
+    if ours.target not in tables:
+        return None, f"target {ours.target} is not built by this grid"
+    cache = {} if cache is None else cache
+    if ours.target not in cache:
+        cache[ours.target] = read_table(tables[ours.target])
+    return cache[ours.target], None
+
+
 def lookup(ours: Ours, tables: dict[str, str], cache: dict | None = None) -> tuple[dict | None, str | None]:
     """Our value and interval (on the published scale) from the one row ``ours`` selects, or
     None and the reason there is none in this grid."""
     import numpy as np
     import pandas as pd
 
-    if ours.target not in tables:
-        return None, f"target {ours.target} is not built by this grid"
-    cache = {} if cache is None else cache
-    if ours.target not in cache:
-        cache[ours.target] = read_table(tables[ours.target])
-    df = cache[ours.target]
+    df, why = _target_frame(ours, tables, cache)
+    if df is None:
+        return None, why
     if df.empty:
         return None, f"{ours.target} is empty in this grid"
     cols = [*ours.where, ours.value, *([ours.low, ours.high] if ours.low else [])]
@@ -670,12 +678,9 @@ def statement_rows(ours: Ours, holds: dict, tables: dict[str, str], cache: dict 
     import numpy as np
     import pandas as pd
 
-    if ours.target not in tables:
-        return None, f"target {ours.target} is not built by this grid"
-    cache = {} if cache is None else cache
-    if ours.target not in cache:
-        cache[ours.target] = read_table(tables[ours.target])
-    df = cache[ours.target]
+    df, why = _target_frame(ours, tables, cache)
+    if df is None:
+        return None, why
     named = holds.get("rank", {}).get("row", {}) if "rank" in holds else {}
     cols = [*ours.where, *named, ours.value, *([ours.low, ours.high] if ours.low else [])]
     missing = [c for c in dict.fromkeys(cols) if c not in df.columns]
