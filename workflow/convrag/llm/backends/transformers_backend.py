@@ -291,6 +291,23 @@ class TransformersBackend:
         self.prefix_store.add(ids, row_kv(cache, row, positions))
 
     # -- label scoring -------------------------------------------------------------------
+    def first_token_logprobs(self, rows: list[Request], k: int) -> list[tuple[list[tuple[str, float]], int]]:
+        """The ``k`` most probable first reply tokens of each request, as ``(token text, log p)``,
+        with its prompt length: what an OpenAI-compatible server returns for ``logprobs`` with
+        ``top_logprobs`` and one token (convrag.llm.serve), one forward pass per batch."""
+        torch = self.torch
+        out = []
+        with torch.inference_mode():
+            for c in range(0, len(rows), self.spec.batch_size):
+                part = [self.prompt_ids(r, reserve=1) for r in rows[c:c + self.spec.batch_size]]
+                _, _, logits = self._prefill(part)
+                logp = torch.log_softmax(logits[:, -1].float(), dim=-1)
+                top = torch.topk(logp, k=min(k, logp.shape[-1]), dim=-1)
+                for b, p in enumerate(part):
+                    toks = [(self.tok.decode([int(i)]), float(v)) for v, i in zip(top.values[b], top.indices[b])]
+                    out.append((toks, len(p)))
+        return out
+
     def _score_labels(self, rows: list[Request]) -> list[Response]:
         """log p(label | prompt) summed over label tokens. With prefix reuse each prompt is
         computed once (stored), then every (prompt, label) pair costs only its label tokens."""
