@@ -27,8 +27,9 @@ def test_shipped_registry():
     assert len(lic["models"]) == 10 and set(lic["models"]) <= set(paper)
     assert {"gpt-oss-20b", "gpt-oss-120b"} <= set(paper)  # MTRAG-UN's rewriter and judge
     mtrag = yaml.safe_load((ROOT / "config" / "studies" / "mtrag_un.yaml").read_text())["mtrag_un"]
-    # §3.3: nine generators and DeepSeek-R1, which §3.3 also names
-    assert len(mtrag["generation"]["models"]) == 10 and "deepseek-r1" in mtrag["generation"]["models"]
+    # Table 4 of the paper's PDF: 13 generators, DeepSeek-R1 and Llama-4-Maverick among them
+    assert len(mtrag["generation"]["models"]) == 13 and "deepseek-r1" in mtrag["generation"]["models"]
+    assert {"llama-4-maverick-17b-128e-instruct", "granite-4.0-h-tiny", "mistral-large-3"} <= set(mtrag["generation"]["models"])
     assert set(mtrag["generation"]["models"]) <= set(paper)
     for name, s in paper.items():
         assert s.backend in ("vllm", "openai"), name
@@ -37,7 +38,8 @@ def test_shipped_registry():
             assert s.gpu_model in ("a100", "h100") and s.params_b > 0
         else:
             # each provider's key from its own variable (the worse_labels auditor: a provider the user names)
-            want = "DEEPSEEK_API_KEY" if "deepseek" in s.base_url else "OPENAI_API_KEY"
+            want = ("DEEPSEEK_API_KEY" if "deepseek" in s.base_url else "MISTRAL_API_KEY" if "mistral" in s.base_url
+                    else "OPENAI_API_KEY")
             assert s.api_key_env == ("WORSE_LABELS_AUDITOR_API_KEY" if name == "worse-labels-auditor" else want), name
             assert s.api_model
     assert len({s.model_id() for s in reg.values()}) == len(reg)
