@@ -20,6 +20,7 @@ from convrag.config import REPO_ROOT, load_config
 from convrag.errors import DataError
 from convrag.layout import Layout
 from convrag.report.reproduction import (
+    COLUMNS,
     INCONCLUSIVE,
     NOT_COMPARABLE,
     NOT_REPRODUCED,
@@ -381,9 +382,11 @@ def _reference_numbers(key: str) -> int:
 # tasks (§1); Tables 1, 3 and 4 of the paper's PDF, 6 + 6 + 14 x 6 numbers; worse_labels: the
 # paper's regeneration check .453 / .546, the BM25 rungs' 72-74% and the audit's 90 / 100% dialogue-tied,
 # the <= .03 shift under dialogue resampling, 17-30 contexts per cell, MTRAG's +.07-.10 AUROC gap; coral:
-# §3.3's 8,000 conversations, 3.17 golden passages per turn, 255-token responses and 200K passages, in its header)
-@pytest.mark.parametrize("key, unlisted, added", [("lic_rag", 0, 3), ("mtrag_un", 0, 14 + 1 + 6 + 6 + 84), ("coral", 0, 4),
-                                                  ("worse_labels", 0, 11)])
+# §3.3's 8,000 conversations, 3.17 golden passages per turn, 255-token responses and 200K passages, in its
+# header; §3.1's 20,000 pages and §3.3's 2,000 conversations per type (4), LDS's 3-6 turns, and SIDS / STRW /
+# DTRW's 1,600 of 6-10 turns and 400 of 11-20 (6))
+@pytest.mark.parametrize("key, unlisted, added", [("lic_rag", 0, 3), ("mtrag_un", 0, 14 + 1 + 6 + 6 + 84),
+                                                  ("coral", 0, 4 + 1 + 4 + 1 + 6), ("worse_labels", 0, 11)])
 def test_every_published_number_has_a_row(key, unlisted, added):
     assert len(load_published(published_path(key), key).entries) == _reference_numbers(key) - unlisted + added
 
@@ -480,9 +483,14 @@ def _columns_of_code(key: str, tmp_path) -> dict[str, set[str]]:
 
     from convrag.studies.coral.cleaning import dataset_statistics
 
+    from convrag.records import TurnTask
+
+    one = [TurnTask(task_id="c_1", benchmark="b", conversation_id="c", turn=1, history=[], question="q",
+                    labels={"flow": "LDS"})]
     return {"table2_retrieval": set(A.retrieval_table(scores).columns), "table3_generation": set(TABLE3_COLUMNS),
             "figure4_history_length": set(A.history_sweep_table(pd.DataFrame()).columns),
-            "table1_statistics": set(dataset_statistics([], 0).columns)}
+            "table1_statistics": set(dataset_statistics([], 0).columns),
+            "table4_structure": set(A.structure_table(one).columns)}
 
 
 @pytest.mark.parametrize("key", STUDIES)
@@ -625,7 +633,8 @@ def test_lic_rag_reproduction_target_writes_its_table_and_caption(tmp_path):
     assert df.loc["formulation_loss.bm25", "reason"] == "target decomposition is not built by this grid"
     assert (df["verdict"] == NOT_COMPARABLE).sum() == len(df) - 2
     md = (tmp_path / "reproduction.md").read_text()
-    assert md.startswith("Reproduction of the paper's published numbers") and "closed_book_f1.FULL" in md
+    counts = f"{len(df)} published numbers: 1 reproduced, 1 not reproduced, 0 inconclusive, {len(df) - 2} not comparable"
+    assert md.startswith(counts + "\n\nReproduction of the paper's published numbers") and "closed_book_f1.FULL" in md
 
 
 def test_row_selectors_match_csv_types(tmp_path):
@@ -732,3 +741,199 @@ def test_a_statement_entry_is_held_to_the_rows_it_selects(tmp_path):
         load_published(_write(tmp_path, [{**entries[0], "holds": None}]))
     with pytest.raises(DataError, match="holds.all must be '<op> <number>'"):
         load_published(_write(tmp_path, [{**entries[0], "holds": {"all": "positive"}}]))
+
+
+# ---- the page a reviewer reads (the target's Markdown) and the report's view of it ------------------
+
+# a standing reason longer than a page line may be: once a note, wrapped; never on a row
+LONG = ("the paper averages its numbers over ten LLMs, five datasets and nine retrieval settings, pooling conversations "
+        "that our tables keep per cell, and it names neither the sampling temperature of the user simulator nor the "
+        "sharding model's version; no table of ours holds the pooled number, and the per-cell rows of ours cannot be "
+        "pooled the paper's way without its weights, which it does not publish either (its appendix gives the sizes of "
+        "the question sets only, not the numbers of conversations that reached each turn)")
+RUNS = "of 15 runs; ours: one run"  # a caveat that itself holds "; " (the CSV joins caveats with "; ")
+SUB = "substituted model: the paper's gemma-4-31b-it (this run: qwen3-8b)"
+BANKING = "unreleased domain: the paper's banking (this run: clapnq)"
+SPLITS = "the paper counts both splits, the run one"
+WHAT = ("the mean FULL-SHARDED F1 gap over the nine retrieval settings under HISTORY delivery, pooled over the five "
+        "datasets and the ten LLMs of the grid, in points")
+
+
+class _Demo:
+    """What ``build_target`` asks of a study: its targets and a caption."""
+
+    key = "demo"
+
+    def all_targets(self):
+        from convrag.report.reproduction import reproduction_target
+
+        return {"reproduction": reproduction_target("demo")}
+
+    def caption(self, name):
+        return ("Reproduction of the demo paper's numbers, with a caption as long as the real ones: "
+                + "every number beside ours, with our 95% interval where the table has one. " * 8).strip()
+
+
+def _demo_page(tmp_path) -> tuple[Path, Path]:
+    """The reproduction target of a hand-written published file over hand-written tables, built
+    as ``convrag target`` builds it: 8 numbers in three places of the paper, Table 2's rows not
+    adjacent in the file; a 477-character reason on three rows; a caveat on two rows and one
+    holding "; "; a not-comparable reason of two parts, one shared with another row."""
+    from convrag.report.targets import build_target
+
+    t9 = tmp_path / "t9.csv"
+    pd.DataFrame({"dataset": ["all"], "policy": ["history"], "gap": [0.11], "ci_low": [0.099], "ci_high": [0.134]}
+                 ).to_csv(t9, index=False)
+    ours9 = GOOD["ours"]
+    entries = [
+        {**GOOD, "id": "t2.inside", "source": "Table 2", "requires": {"models": ["gemma-4-31b-it"]}},
+        {**GOOD, "id": "t2.outside", "source": "Table 2", "value": 15.0, "ci": [14.0, 16.0],
+         "requires": {"models": ["gemma-4-31b-it"]}, "caveat": RUNS},
+        {**GOOD, "id": "s51.pooled", "source": "§5.1", "ci": None, "ours": None, "reason": LONG},
+        {**GOOD, "id": "s51.pooled_current", "source": "§5.1", "ci": None, "ours": None, "reason": LONG},
+        {**GOOD, "id": "t2.pooled", "source": "Table 2", "what": WHAT, "ci": None, "ours": None, "reason": LONG},
+        {**GOOD, "id": "f3.banking", "source": "Figure 3", "requires": {"domains": ["banking"]}, "incomparable": SPLITS},
+        {**GOOD, "id": "f3.banking_only", "source": "Figure 3", "requires": {"domains": ["banking"]}},
+        {**GOOD, "id": "s51.no_interval", "source": "§5.1", "ci": None,
+         "ours": {k: v for k, v in ours9.items() if k not in ("low", "high")}},
+    ]
+    for e in entries:
+        if e.get("ci", 1) is None:
+            del e["ci"]
+    published = _write(tmp_path, entries, unreleased={"domains": ["banking"]})
+    run = {"models": ["qwen3-8b"], "domains": ["clapnq"]}
+    stem = tmp_path / "results" / "demo" / "tables" / "reproduction"
+    build_target(_Demo(), "reproduction", {"published": str(published), "reproduction_tables": [str(t9)]},
+                 {"reproduction": run}, str(stem))
+    return stem.with_suffix(".csv"), stem.with_suffix(".md")
+
+
+def _notes(md: str) -> dict[int, str]:
+    """The numbered notes below the tables: number -> text (continuation lines joined)."""
+    notes: dict[int, str] = {}
+    for line in md.split("\n## Notes\n", 1)[1].strip().splitlines():
+        m = re.match(r"(\d+)\. (.*)", line)
+        if m:
+            notes[int(m[1])] = m[2]
+        else:
+            last = max(notes)
+            notes[last] += " " + line.strip()
+    return notes
+
+
+def _rows(md: str) -> dict[str, dict[str, str]]:
+    """Every table row of the page: id -> {column: cell}, and the heading it stands under."""
+    rows, heading, header = {}, None, None
+    for line in md.splitlines():
+        if line.startswith("## "):
+            heading, header = line[3:], None
+        elif line.startswith("|") and not line.startswith("|-"):
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            if header is None:
+                header = cells
+            else:
+                rows[cells[0]] = {**dict(zip(header, cells)), "heading": heading}
+    return rows
+
+
+def test_the_reproduction_page_counts_groups_and_notes_each_text_once(tmp_path):
+    """The reproduction target's Markdown is the reviewer's page: the verdict counts first, rows
+    under the heading of their place in the paper (Table 2's three rows together though the file
+    lists §5.1 between them), each reason and caveat text once as a numbered note that rows cite
+    by number, no line over 400 characters; the CSV keeps every column and text in full."""
+    csv, md_path = _demo_page(tmp_path)
+    md = md_path.read_text(encoding="utf-8")
+    lines = md.splitlines()
+    assert lines[0] == "8 published numbers: 1 reproduced, 1 not reproduced, 1 inconclusive, 5 not comparable"
+    assert lines[1] == "" and lines[2].startswith("Reproduction of the demo paper's numbers")
+    assert [ln for ln in lines if ln.startswith("## ")] == ["## Table 2", "## §5.1", "## Figure 3", "## Notes"]
+    assert "3 published numbers: 1 reproduced, 1 not reproduced, 1 not comparable" in lines  # Table 2's own counts
+    assert max(map(len, lines)) <= 400 and len(LONG) > 400
+    caption = " ".join(lines[2:lines.index("## Table 2") - 1])  # wrapped; its blank-cell reasons kept
+    assert ("n (3 of 8 rows: its estimate (ours) is blank; 5 of 8 rows: no unit count for this entry (the "
+            "published-values map names no ours.n, or its row has none))") in caption
+    rows = _rows(md)
+    assert {r: rows[r]["heading"] for r in rows} == {
+        "t2.inside": "Table 2", "t2.outside": "Table 2", "t2.pooled": "Table 2", "s51.pooled": "§5.1",
+        "s51.pooled_current": "§5.1", "s51.no_interval": "§5.1", "f3.banking": "Figure 3",
+        "f3.banking_only": "Figure 3"}
+    assert rows["t2.inside"]["published"] == "11.6 [9.9, 13.4]" and rows["t2.inside"]["ours [95% CI]"] == "11 [9.9, 13.4]"
+    assert rows["t2.outside"]["verdict"] == NOT_REPRODUCED and rows["s51.no_interval"]["verdict"] == INCONCLUSIVE
+    notes = _notes(md)
+    assert sorted(notes) == list(range(1, len(notes) + 1))
+    texts = list(notes.values())
+    assert len(texts) == len(set(texts))  # each text once
+    number = {t: k for k, t in notes.items()}
+    # a long description goes to a note; the rest of its row stays short
+    assert WHAT in number and rows["t2.pooled"]["what"].endswith(f"... (note {number[WHAT]})")
+    # each reason and caveat once, the rows citing it by number
+    for text in (LONG, RUNS, SUB, BANKING, SPLITS):
+        assert text in number, text
+        assert md.count(text[:60]) == 1, text  # nowhere else on the page: not on the rows
+    assert [rows[r]["reason (note)"] for r in ("t2.pooled", "s51.pooled", "s51.pooled_current")] == [str(number[LONG])] * 3
+    assert rows["t2.inside"]["caveats (notes)"] == str(number[SUB])
+    assert rows["t2.outside"]["caveats (notes)"] == f"{number[SUB]}, {number[RUNS]}"
+    assert rows["f3.banking"]["reason (note)"] == f"{number[BANKING]}, {number[SPLITS]}"
+    assert rows["f3.banking_only"]["reason (note)"] == str(number[BANKING])
+    assert notes[int(rows["t2.outside"]["reason (note)"])] == "15 lies above our 95% interval [9.9, 13.4] (ours: 11)"
+    # the CSV: every column, every text in full, as before
+    df = pd.read_csv(csv).set_index("id")
+    assert list(df.reset_index().columns) == COLUMNS
+    assert df.loc["s51.pooled", "reason"] == LONG and df.loc["t2.pooled", "what"] == WHAT
+    assert df.loc["t2.outside", "caveats"] == f"{SUB}; {RUNS}"
+    assert df.loc["f3.banking", "reason"] == f"{BANKING}; {SPLITS}"
+
+
+def test_a_page_from_the_csv_alone_notes_each_rows_texts_whole(tmp_path):
+    """Read back from its CSV (no separate texts: the caveats are joined with "; "), a table
+    still makes a page: each row's reason and caveats whole, each distinct one once."""
+    from convrag.report.reproduction import reproduction_page
+
+    csv, _ = _demo_page(tmp_path)
+    page = reproduction_page(pd.read_csv(csv), "A caption.")
+    notes = list(_notes(page).values())
+    assert f"{SUB}; {RUNS}" in notes and SUB in notes and notes.count(LONG) == 1
+    assert page.splitlines()[0] == "8 published numbers: 1 reproduced, 1 not reproduced, 1 inconclusive, 5 not comparable"
+
+
+@pytest.mark.parametrize("key", STUDIES)
+def test_every_reproduction_target_writes_its_own_page(key):
+    """The page is the reproduction target's own (``Target.markdown``), not a case of its name in
+    the shared machinery; every other target keeps the generic caption-and-table."""
+    from convrag.report.reproduction import reproduction_page
+
+    targets = get_study(key).all_targets()
+    assert targets["reproduction"].markdown is reproduction_page
+    assert [n for n, t in targets.items() if t.markdown is not None] == ["reproduction"]
+
+
+def test_the_report_shows_the_page_under_its_verdict_counts(tmp_path):
+    """``snakemake --report`` renders workflow/report/target.rst with the job's params (Jinja,
+    trim_blocks and lstrip_blocks, then docutils to HTML, as snakemake.report does): a target with
+    a page (params.page: its Markdown file) shows the verdict counts as the description's first
+    paragraph and the page below it as text; the rest show their caption."""
+    from types import SimpleNamespace
+
+    from docutils.core import publish_parts
+    from jinja2 import Environment
+
+    _, md = _demo_page(tmp_path)
+    template = (REPO_ROOT / "workflow" / "report" / "target.rst").read_text()
+    env = Environment(trim_blocks=True, lstrip_blocks=True)
+
+    def html(page, caption="The caption of a table, *as rst*."):
+        rst = env.from_string(template).render(snakemake=SimpleNamespace(params=SimpleNamespace(page=page,
+                                                                                                caption=caption)))
+        return publish_parts(rst, writer_name="html")["body"]
+
+    shown = html(str(md))
+    counts = "8 published numbers: 1 reproduced, 1 not reproduced, 1 inconclusive, 5 not comparable"
+    assert shown.startswith(f"<p>{counts}</p>") and shown.count(counts) == 1
+    assert "The caption of a table" not in shown  # the page has the caption, with its run note and blanks
+    block = shown.split('<pre class="literal-block">', 1)[1]
+    for text in ("Reproduction of the demo paper", "## Table 2", "## §5.1", "## Figure 3", "## Notes", "t2.outside"):
+        assert text in block, text
+    assert "System Message" not in shown and "system-message" not in shown
+    assert html("") == "<p>The caption of a table, <em>as rst</em>.</p>\n"
+    rules = (REPO_ROOT / "workflow" / "rules" / "report.smk").read_text()
+    assert "page=target_page," in rules  # the rules pass it (a param named after an output: no rerun)

@@ -434,3 +434,26 @@ def test_a_copied_run_rebuilds_from_its_own_files_with_the_original_gone(grid, t
         assert man["graph_dir"] == "../../../graphs/miniworld" and not os.path.isabs(man["corpus"])
     finally:
         parked.rename(grid)
+
+
+def test_every_reproduction_page_opens_with_its_verdict_counts(grid):
+    """The default run's reproduction pages (results/<study>/tables/reproduction.md) are the
+    reviewer's pages: the first line counts each verdict of the CSV beside it, every place in
+    the paper its rows come from has its heading, the notes follow, and no line is over 400
+    characters (the same long reason on every row once made lines of 2,000)."""
+    from convrag.report.reproduction import verdict_counts
+    from convrag.studies import active_studies
+
+    studies = [s.key for s in active_studies(CONFIG) if "reproduction" in s.all_targets()]
+    assert {"lic_rag", "mtrag_un", "coral", "worse_labels"} <= set(studies)
+    for key in studies:
+        tables = grid / "results" / key / "tables"
+        df = pd.read_csv(tables / "reproduction.csv")
+        lines = (tables / "reproduction.md").read_text(encoding="utf-8").splitlines()
+        assert len(df) > 0, key
+        assert lines[0] == verdict_counts(df), key
+        assert lines[0].startswith(f"{len(df)} published numbers: ") and " inconclusive, " in lines[0], key
+        headings = [line[3:] for line in lines if line.startswith("## ")]
+        assert headings == [*dict.fromkeys(df["source"].astype(str)), "Notes"], key
+        long = [f"line {i + 1}: {len(line)} characters" for i, line in enumerate(lines) if len(line) > 400]
+        assert not long, f"{key}: {long[:5]}"

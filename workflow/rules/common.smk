@@ -361,6 +361,15 @@ def target_context(wc):
     )
 
 
+def target_page(wc, output):
+    """The Markdown file of a target that writes its own page (Target.markdown, e.g. each
+    study's reproduction table), which the report shows (workflow/report/target.rst); "" for
+    the rest. It names an output, so Snakemake's params trigger ignores it: adding it reruns
+    nothing."""
+    _, t = _target(wc)
+    return output.md if t.markdown is not None else ""
+
+
 def target_caption(wc):
     """The caption and the run's own settings (Study.run_note), as the Markdown file has them."""
     study, _ = _target(wc)

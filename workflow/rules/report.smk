@@ -1,6 +1,7 @@
 # Tables and figures of every study through one pair of rules: `convrag target` builds the
 # named target from the study artifacts it declares (Target.inputs); the caption of each is
-# rendered from params through one template (workflow/report/target.rst).
+# rendered from params through one template (workflow/report/target.rst); a target with its own
+# Markdown page (Target.markdown: the reproduction tables) shows that page there instead.
 
 
 # Cheap aggregation steps run on the submit host, never as cluster jobs.
@@ -31,6 +32,7 @@ rule study_table:
         inputs=lambda wc: jarg(target_inputs(wc)),
         context=target_context,
         caption=target_caption,
+        page=target_page,
         out_stem=lambda wc, output: os.path.splitext(output[0])[0],
     shell:
         "convrag target {wildcards.study} {wildcards.target} --inputs {params.inputs}"

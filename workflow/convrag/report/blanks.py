@@ -52,6 +52,9 @@ def _row_reason(df: pd.DataFrame, i, col: str, given: dict) -> str:
             return "its estimate (ours) is blank" if pd.isna(row["ours"]) else "the mapped output has no interval"
         if col == "tolerance":
             return "the published-values map gives no tolerance for this entry"
+        if col == "n":  # ours.n names the column that counts the row's units (questions, conversations)
+            return ("its estimate (ours) is blank" if pd.isna(row["ours"]) else
+                    "no unit count for this entry (the published-values map names no ours.n, or its row has none)")
     n = _count_column(df, col)
     if n is not None and row[n] == 0:
         return f"no items to compute it from ({n} = 0)"

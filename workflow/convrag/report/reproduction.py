@@ -739,8 +739,10 @@ def judge_entry(e: Entry, tables: dict[str, str], run: dict, unreleased: dict, c
         v, why = verdict(e.value, found.get("ours"), found.get("low"), found.get("high"), e.kind, e.tolerance,
                          "; ".join(incomparable) or None, margin=e.margin, n=found.get("n"), min_n=e.min_n,
                          published_ci=e.ci, rule=e.rule, scale=e.scale)
+    # the reason's parts: each incomparability on its own, so the page notes a shared one once
+    parts = list(dict.fromkeys(incomparable)) if v == NOT_COMPARABLE and incomparable else [why]
     return {"ours": found.get("ours"), "low": found.get("low"), "high": found.get("high"), "n": found.get("n"),
-            "verdict": v, "reason": why, "caveats": list(dict.fromkeys(caveats))}
+            "verdict": v, "reason": why, "reasons": parts, "caveats": list(dict.fromkeys(caveats))}
 
 
 def reproduction_table(study_key: str, published_path, tables: dict[str, str], context: dict):
@@ -755,6 +757,7 @@ def reproduction_table(study_key: str, published_path, tables: dict[str, str], c
     run = (context or {}).get("reproduction") or {}
     cache: dict = {}
     rows = []
+    parts: dict[str, dict[str, list[str]]] = {}
     nan = float("nan")
 
     def val(x):
@@ -771,13 +774,117 @@ def reproduction_table(study_key: str, published_path, tables: dict[str, str], c
             "target": e.ours.target if e.ours else "", "where": _where_text(e.ours.where) if e.ours else "",
             "prompts": run.get("prompts_used", ""),
         })
-    return pd.DataFrame(rows, columns=COLUMNS)
+        parts[e.id] = {"reason": j["reasons"], "caveats": j["caveats"]}
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    # The CSV joins a row's reasons and caveats with "; ", and a caveat may itself hold "; ": the
+    # page (reproduction_page) takes the separate texts from here to note each one once.
+    df.attrs[NOTE_PARTS] = parts
+    return df
 
 
-def verdict_counts(df) -> str:
-    """The first line of a reproduction page: how many rows got each verdict."""
+def verdict_counts(df, zeros: bool = True) -> str:
+    """The first line of a reproduction page: how many rows got each verdict (every verdict,
+    0 included, so a reader sees at once that none was reproduced; ``zeros=False``: only the
+    verdicts given, the shorter line each group of the page opens with)."""
     n = df["verdict"].value_counts() if len(df) else {}
-    return (f"{len(df)} published numbers: " + ", ".join(f"{int(n.get(v, 0))} {v}" for v in VERDICTS))
+    shown = [f"{int(n.get(v, 0))} {v}" for v in VERDICTS if zeros or n.get(v, 0)]
+    return f"{len(df)} published number{'' if len(df) == 1 else 's'}: " + ", ".join(shown)
+
+
+# ---- the page a reviewer reads (the target's Markdown; the CSV keeps every column) ---------------
+
+NOTE_PARTS = "reproduction_notes"  # df.attrs key: id -> {"reason": [texts], "caveats": [texts]}
+PAGE_WIDTH = 100  # prose and notes are wrapped to this width
+MAX_LINE = 400  # no line of the page is longer
+WHAT_IN_TABLE = 150  # a longer description goes to a note, so a row stays under MAX_LINE
+PAGE_COLUMNS = ["id", "what", "published", "ours [95% CI]", "n", "verdict", "reason (note)", "caveats (notes)"]
+
+
+def _page_num(x, digits: int) -> str:
+    v = _num(x)
+    if v is None:
+        return ""
+    if v == int(v) and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:.{digits}g}"
+
+
+def _with_interval(v, lo, hi, digits: int) -> str:
+    text = _page_num(v, digits)
+    if _num(lo) is not None and _num(hi) is not None:
+        text += f" [{_page_num(lo, digits)}, {_page_num(hi, digits)}]"
+    return text
+
+
+def _texts(x) -> list[str]:
+    return [x.strip()] if isinstance(x, str) and x.strip() else []
+
+
+def _md_table(rows: list[list[str]]) -> list[str]:
+    """A pipe table, its columns padded to line up in plain text (the report shows the page as
+    text), unpadded where padding would pass the line limit."""
+    cells = [[c.replace("|", "\\|") for c in r] for r in [PAGE_COLUMNS, *rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(PAGE_COLUMNS))]
+    if sum(widths) + 3 * len(widths) + 1 > MAX_LINE:
+        widths = [0] * len(widths)
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
+    return [line(cells[0]), "|" + "|".join("-" * (max(w, 1) + 2) for w in widths) + "|",
+            *(line(r) for r in cells[1:])]
+
+
+def reproduction_page(df, caption: str) -> str:
+    """The reproduction table as a reviewer reads it (the target's Markdown; the CSV keeps every
+    column and every text in full, for machines).
+
+    Why this shape: a reviewer holds a paper's table beside ours, and the same 400-500-character
+    reason repeated on every row made lines of 2,000 characters nobody reads. So the page opens
+    with the count of each verdict (``verdict_counts``), then the caption, then one table per
+    place in the paper (the entry's ``source``: "Table 2", "§5.1"; in the order the published file
+    first names them), each under its own heading with its own counts; the published number and
+    ours stand with their intervals, and the reason (does ours agree?) and the caveats (how does
+    our protocol differ?) are note numbers. Each distinct reason and caveat text is one numbered
+    note below the tables; a not-comparable reason that joins several incomparabilities and a
+    row's several caveats are noted one text each (from ``df.attrs[NOTE_PARTS]``, which
+    ``reproduction_table`` sets; a table read back from its CSV, where they are joined with "; ",
+    gives each row's texts whole). No line is longer than ``MAX_LINE``."""
+    from convrag.report.blanks import UNRECORDED
+    from convrag.report.tables import wrap
+
+    parts = df.attrs.get(NOTE_PARTS) or {}
+    notes: dict[str, int] = {}
+
+    def refs(texts: list[str]) -> str:
+        for t in texts:
+            notes.setdefault(t, len(notes) + 1)
+        return ", ".join(str(notes[t]) for t in dict.fromkeys(texts))
+
+    groups: dict[str, list] = {}
+    for r in df.to_dict("records"):
+        groups.setdefault(str(r["source"]), []).append(r)
+    body = []
+    for source, rows in groups.items():
+        body += ["", f"## {source}", "", verdict_counts(df[df["source"].astype(str) == source], zeros=False), ""]
+        cells = []
+        for r in rows:
+            got = parts.get(r["id"]) or {"reason": _texts(r["reason"]), "caveats": _texts(r["caveats"])}
+            what = str(r["what"])
+            if len(what) > WHAT_IN_TABLE:
+                what = f"{what[:WHAT_IN_TABLE - 20].rsplit(' ', 1)[0]}... (note {refs([what])})"
+            published = ("(statement)" if r["kind"] == "statement" and _num(r["published"]) is None else
+                         _with_interval(r["published"], r["published_ci_low"], r["published_ci_high"], 6))
+            cells.append([str(r["id"]), what, published,
+                          _with_interval(r["ours"], r["ours_ci_low"], r["ours_ci_high"], 4),
+                          _page_num(r["n"], 6), str(r["verdict"]), refs(got["reason"]), refs(got["caveats"])])
+        body += _md_table(cells)
+    lines = [verdict_counts(df), ""]
+    lines += [*wrap(caption, PAGE_WIDTH, keep=(UNRECORDED,)), ""] if caption else []
+    lines += body[1:] if body else []
+    if notes:
+        lines += ["", "## Notes", ""]
+        for text, k in notes.items():
+            prefix = f"{k}. "
+            lines += wrap(prefix + text, PAGE_WIDTH, indent=" " * len(prefix), keep=(UNRECORDED,))
+    return "\n".join(lines) + "\n"
 
 
 # ---- what a study declares ---------------------------------------------------------------------------
@@ -794,7 +901,8 @@ def reproduction_target(study_key: str):
         paths = [paths] if isinstance(paths, str) else list(paths)
         return reproduction_table(study_key, inputs["published"], {Path(p).stem: p for p in paths}, ctx)
 
-    return Target("reproduction", "table", build, inputs=("published", "reproduction_tables"))
+    return Target("reproduction", "table", build, inputs=("published", "reproduction_tables"),
+                  markdown=reproduction_page)
 
 
 def reproduction_artifacts(study, layout, artifacts: dict) -> dict:

@@ -3,7 +3,9 @@
 A study declares its targets (``studies.base.Target``); the shared rules ``study_table`` and
 ``study_figure`` (workflow/rules/report.smk) call ``convrag target <study> <name>``, which
 runs ``build_target``: compute the DataFrame, draw the figure, write CSV (full precision)
-and Markdown (with the caption) beside it. Captions are ``<captions_dir>/<name>.rst``
+and Markdown (with the caption) beside it; a target with its own page (``Target.markdown``,
+e.g. the reproduction table's verdicts grouped by the paper's tables) writes that page as its
+Markdown and the report shows it (the ``page`` param of the rules). Captions are ``<captions_dir>/<name>.rst``
 (shared ones, such as the accounting table's, in ``workflow/report/<name>.rst``); Snakemake's
 report renders them through one template (``workflow/report/target.rst``).
 """
@@ -30,13 +32,19 @@ class Target:
     """One table or figure: ``build(inputs, context) -> DataFrame`` computes what it shows
     (a figure also writes that DataFrame as CSV/Markdown); ``plot(df, stem)`` draws a
     figure. ``inputs`` names the study artifacts it reads, so a target reruns only when they
-    change. The caption is ``<captions_dir>/<name>.rst``."""
+    change. The caption is ``<captions_dir>/<name>.rst``.
+
+    ``markdown(df, caption) -> str``: the target's own Markdown page, for a table the generic
+    caption-and-table renders badly (long texts repeated on every row); its first line is a
+    plain sentence that sums the page up, which the HTML report shows above the page
+    (workflow/report/target.rst). The CSV keeps every column either way."""
 
     name: str
     kind: str  # "table" | "figure"
     build: Callable[[Inputs, dict], Any]
     plot: Callable[[Any, str], None] | None = None
     inputs: tuple[str, ...] = ()
+    markdown: Callable[[Any, str], str] | None = None
 
     def __post_init__(self):
         if self.kind not in ("table", "figure"):
@@ -87,7 +95,7 @@ def build_target(study, name: str, inputs: dict, context: dict, out_stem: str) -
     from convrag.report.blanks import blanks_sentence
 
     blanks = blanks_sentence(df)  # why each blank cell is blank, where the row shows it
-    write_table(df, out_stem, caption=text + (" " + blanks if blanks else ""))
+    write_table(df, out_stem, caption=text + (" " + blanks if blanks else ""), markdown=t.markdown)
 
 
 # ---- the accounting table every study gets --------------------------------------------------
