@@ -282,6 +282,83 @@ def test_sft_config_checks_and_wiring():
     assert _validate(lambda c: c["coral"].update(sft=None))["coral"]["sft"] == {}
 
 
+def test_per_strategy_fine_tuned_generators_answer_their_own_strategy():
+    """§D.2: one fine-tuned checkpoint per history strategy, the raw-context one also serving the
+    LLM summary (no summary training data): each answers (Table 3's -SFT rows, Figure 4's sweep)
+    only where it was tuned."""
+    from convrag.studies.coral import plan as P
+
+    def tuned(c):
+        g = c["coral"]["sft"].pop("generator")
+        c["coral"]["sft"].update({f"gen-{s}": {**g, "strategy": s, "answers": True}
+                                  for s in ("raw_context", "last_response", "rewrite")})
+        c["coral"]["generation"]["history_sweep"] = {"strategy": "raw_context", "m": [1, 2], "turn": 3}
+
+    cfg = _validate(tuned)
+    jobs = {(j["model"], j["strategy"]) for j in P.generation_jobs(cfg)}
+    assert {s for m, s in jobs if m == "gen-raw_context"} == {"raw_context", "llm_summary"}
+    assert {s for m, s in jobs if m == "gen-last_response"} == {"last_response"}
+    assert {s for m, s in jobs if m == "gen-rewrite"} == {"rewrite"}
+    assert {s for m, s in jobs if m == "smollm2-135m"} == {"raw_context", "last_response", "rewrite", "llm_summary"}
+    assert len(jobs) == 4 + 2 + 1 + 1
+    assert P.tuned_strategies(cfg, "gen-rewrite") == ["rewrite"]
+    sweep = {(j["model"], j["m"]) for j in P.sweep_jobs(cfg)}
+    assert sweep == {(m, k) for m in ("smollm2-135m", "gen-raw_context") for k in (1, 2)}
+    with pytest.raises(ConfigError, match=r"coral.sft.gen-rewrite.answers: it answers under the rewrite strategy"):
+        _validate(lambda c: (tuned(c), c["coral"]["generation"].update(strategies=["raw_context", "last_response"])))
+
+
+def test_session_encoders_train_on_qrecc_and_statistics_count_more_splits(tmp_path):
+    """Table 2's -Q rows: a session encoder's ``train`` may be a QReCC benchmark (its own domain's
+    corpus: the answers); §3.3's statistics: ``statistics_benchmarks`` add a split's conversations
+    to Tables 1 and 4, and the run says which (``statistics_data``)."""
+    from convrag.layout import Layout
+    from convrag.studies.coral import STUDY
+    from convrag.studies.coral.wiring import train_inputs
+
+    zip_path = str(tmp_path / "qrecc_data.zip")
+
+    def with_qrecc(c):
+        c["benchmarks"] = {"qrecc_train": {"kind": "qrecc", "split": "train", "files": {"qrecc_data.zip": {"local": zip_path}}},
+                           "coral_train": {"kind": "coral", "split": "train", "revision": "lock"}}
+        c["coral"]["session_encoders"]["kd_qrecc"] = {"style": "kd", "retriever": "dense", "train": "qrecc_train"}
+        c["coral"]["statistics_benchmarks"] = ["coral_train"]
+
+    cfg = _validate(with_qrecc)
+    ins = train_inputs(cfg, Layout("R"), "kd_qrecc")
+    assert ins["tasks"] == "R/benchmarks/qrecc_train/tasks.jsonl"
+    assert ins["corpus"] == "R/corpora/qrecc_train.qrecc/corpus.jsonl"
+    run = STUDY.context(cfg)["reproduction"]
+    assert "kd_qrecc=kd@qrecc:train" in run["session_encoders"] and "kd=kd@evaluated" in run["session_encoders"]
+    assert run["statistics_data"] == ["generated:coral_mini", "coral:train"]
+    assert STUDY.artifacts(cfg, Layout("R"))["statistics_tasks"] == ["R/benchmarks/coral_train/tasks.jsonl"]
+    assert _validate()["coral"]["statistics_benchmarks"] == []
+    with pytest.raises(ConfigError, match="coral.session_encoders.kd_qrecc.train: benchmarks.qrecc_train must be of kind "
+                                          "coral .* or qrecc"):
+        _validate(lambda c: (with_qrecc(c), c["benchmarks"].update(
+            qrecc_train={"kind": "mtrag_retrieval", "revision": "1" * 40, "domains": ["govt"]})))
+    with pytest.raises(ConfigError, match="coral.statistics_benchmarks: benchmarks.qrecc_train must be of kind coral"):
+        _validate(lambda c: (with_qrecc(c), c["coral"].update(statistics_benchmarks=["qrecc_train"])))
+
+
+def test_tables_1_and_4_count_the_statistics_benchmarks(tmp_path):
+    from convrag.records import write_records
+    from convrag.studies.coral.targets import TARGETS
+
+    test = [_task("t1", 1, "LDS", "q", "r", {"d1": 1}), _task("t1", 2, "LDS", "q", "r", {})]
+    train = [_task(f"tr{i}", k, "SIDS", "q", "r", {"d2": 1}) for i in range(2) for k in range(1, 8)]
+    write_records(tmp_path / "test.jsonl", test)
+    write_records(tmp_path / "train.jsonl", train)
+    inputs = {"tasks": str(tmp_path / "test.jsonl"), "statistics_tasks": [str(tmp_path / "train.jsonl")]}
+    t4 = TARGETS["table4_structure"].build(inputs, {}).set_index("flow")
+    assert (t4.loc["LDS", "conversations"], t4.loc["SIDS", "conversations"], t4.loc["all", "turns"]) == (1, 2, 16)
+    assert t4.loc["SIDS", "turns_6_10"] == 2 and t4.loc["SIDS", "turns_11_20"] == 0 and t4.loc["LDS", "turns_3_6"] == 0
+    t1 = TARGETS["table1_statistics"].build({**inputs, "corpus": []}, {}).iloc[0]
+    assert (t1.conversations, t1.turns) == (3, 16) and t1.passages_per_turn == pytest.approx(15 / 16)
+    alone = TARGETS["table1_statistics"].build({**inputs, "statistics_tasks": [], "corpus": []}, {}).iloc[0]
+    assert (alone.conversations, alone.turns) == (1, 2)
+
+
 def test_judges_config_check_and_wiring():
     from convrag.studies.coral.wiring import evaluate_args, evaluation_models
 

@@ -186,26 +186,29 @@ def test_every_paper_config_gets_gpu_hours(measured, study):
 
 def test_mtrag_un_calls_and_passages(measured):
     cfg, work, _ = _size("mtrag_un", measured)
-    # 10 models x 2 settings x 507 tasks (142 + 131 + 77 + 157), one reader request per task
-    assert _calls(work, "reader") == pytest.approx(10 * 2 * 507)
+    # Table 4's 13 models x 2 settings x 507 tasks (142 + 131 + 77 + 157), one reader request per task
+    assert len(cfg["mtrag_un"]["generation"]["models"]) == 13
+    assert _calls(work, "reader") == pytest.approx(13 * 2 * 507)
     # 4 retrievers x 507 tasks with the LLM rewrite
     assert _calls(work, "rewriter") == pytest.approx(4 * 507)
-    # 3 judge requests per item: 20 generation cells x 507, and MTRAG's 159 human-evaluated tasks
-    assert _calls(work, "judge") == pytest.approx(3 * (20 * 507 + 159))
+    # 3 judge requests per item: 26 generation cells x 507, and MTRAG's 159 human-evaluated tasks
+    assert _calls(work, "judge") == pytest.approx(3 * (26 * 507 + 159))
     # rag: top_k 5 vs 2 measured: +3 passages of 400 / 4 = 100 tokens on a 500-token prompt
     rag = sum(w.tokens.prompt_tokens for w in work if w.role == "reader" and w.scenario == "measured"
               and w.job.endswith("/rag"))
-    assert rag == pytest.approx(10 * 507 * (500 + 300))
+    assert rag == pytest.approx(13 * 507 * (500 + 300))
 
 
 def test_coral_calls_and_sweep(measured):
     cfg, work, _ = _size("coral", measured, estimate={"tasks": {"coral": 100}})
     g = cfg["coral"]["generation"]
-    # every generation model, and every fine-tuned generator that answers (coral.sft.<name>.answers)
+    # every generation model under every strategy, and the fine-tuned generators (coral.sft.<name>.answers,
+    # §D.2: one per base x strategy) under the strategy each was tuned on (raw context: the summary too)
     sft = [x for x in (cfg["coral"].get("sft") or {}).values() if x["role"] == "generate" and x.get("answers")]
-    n_models, sweep = len(g["models"]) + len(sft), g["history_sweep"]
-    table3 = n_models * len(g["strategies"]) * 100
-    fig4 = n_models * len(sweep["m"]) * sweep["conversations"]
+    assert len(sft) == 9 and sum(x["strategy"] == "raw_context" for x in sft) == 3
+    sweep = g["history_sweep"]
+    table3 = (len(g["models"]) * len(g["strategies"]) + len(sft) + 3) * 100
+    fig4 = (len(g["models"]) + 3) * len(sweep["m"]) * sweep["conversations"]  # the raw-context checkpoints sweep
     assert _calls(work, "reader") == pytest.approx(table3 + fig4)
     judges = 1 + len(cfg["coral"]["evaluation"]["judges"])  # the comparison model and the judges
     assert _calls(work, "pairwise_judge") == pytest.approx(2 * judges * (table3 + fig4))
@@ -318,4 +321,4 @@ def test_unknown_task_counts_are_said_once_per_benchmark(measured, tmp_path):
     assert out.returncode == 2 and "mtrag_un: nothing sized" in out.stderr
     assert out.stderr.count("set estimate.tasks.mtrag_un ") == 1, out.stderr
     assert out.stderr.count("set estimate.tasks.mtrag_human ") == 1, out.stderr
-    assert "176 retrieve, answer, evaluate jobs of mtrag_un not sized" in out.stderr
+    assert "224 retrieve, answer, evaluate jobs of mtrag_un not sized" in out.stderr

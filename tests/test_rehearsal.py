@@ -245,34 +245,46 @@ def test_the_coral_paper_grid_rehearses_at_full_shape(coral_rehearsal):
     assert set(scores[["retriever", "policy"]].itertuples(index=False, name=None)) == {
         (j["retriever"], j["policy"]) for j in run_jobs(cfg)}
     assert set(scores.measure) == set(c["measures"])
-    # Table 3 / 5: every generator x strategy, the fully fine-tuned generator among them
+    # Table 2: the session encoders trained on CORAL's train split (-C) and on QReCC's (-Q)
+    assert {p for _, p in scores[["retriever", "policy"]].itertuples(index=False, name=None)} >= {
+        "session_kd", "session_contrastive", "session_kd_qrecc", "session_contrastive_qrecc"}
+    assert cfg["benchmarks"][c["session_encoders"]["kd_qrecc"]["train"]]["kind"] == "qrecc"
+    # Table 3 / 5: every generator x strategy; §D.2's fine-tuned generators, one per base x strategy,
+    # each answering its own strategy (the raw-context one the LLM summary too)
     tuned = sft_generators(cfg)
-    assert tuned == {"qwen2.5-1.5b-sft": "qwen2.5-1.5b-instruct"}
-    assert c["sft"]["qwen2.5-1.5b-sft"]["method"] == "full"
-    n_models = len(c["generation"]["models"]) + 1
-    assert len(generation_jobs(cfg)) == n_models * len(c["generation"]["strategies"]) == 7 * 4
+    bases = ["qwen2.5-7b-instruct", "mistral-7b-instruct-v0.3", "llama-3.1-8b-instruct"]
+    assert tuned == {f"{b}-sft-{s}": b for b in bases for s in ("raw-context", "last-response", "rewrite")}
+    assert {c["sft"][n]["method"] for n in tuned} == {"full"} and "qwen2.5-1.5b-sft" not in c["sft"]
+    jobs = {(j["model"], j["strategy"]) for j in generation_jobs(cfg)}
+    assert len(generation_jobs(cfg)) == len(c["generation"]["models"]) * 4 + 9 + 3 == 36
+    assert {s for m, s in jobs if m == "mistral-7b-instruct-v0.3-sft-raw-context"} == {"raw_context", "llm_summary"}
+    assert {s for m, s in jobs if m == "llama-3.1-8b-instruct-sft-rewrite"} == {"rewrite"}
     t3 = pd.read_csv(tables["table3_generation"])
-    assert set(t3[["model", "strategy"]].itertuples(index=False, name=None)) == {
-        (j["model"], j["strategy"]) for j in generation_jobs(cfg)}
+    assert set(t3[["model", "strategy"]].itertuples(index=False, name=None)) == jobs
     # each strategy retrieves with its own query (the framework's columns), no f_p in the paper config
     by = t3.set_index(["model", "strategy"])
     assert by.loc[("qwen2.5-7b-instruct", "raw_context"), "retrieval"] == "raw_context (ance)"
-    assert by.loc[("qwen2.5-1.5b-sft", "rewrite"), "retrieval"] == f"rewrite:{c['rewrite']['model']} (ance)"
+    assert by.loc[("qwen2.5-7b-instruct-sft-rewrite", "rewrite"), "retrieval"] == f"rewrite:{c['rewrite']['model']} (ance)"
     assert set(t3.compression) == {"none"}
     t5 = pd.read_csv(tables["table5_generator_size"]).set_index(["model", "strategy"])
-    assert t5.loc[("qwen2.5-1.5b-sft", "raw_context"), "params_b"] == t5.loc[("qwen2.5-1.5b-instruct",
-                                                                               "raw_context"), "params_b"]
-    # Figure 4: every model x m, the curve after fine-tuning with its gain over the base
+    assert t5.loc[("qwen2.5-7b-instruct-sft-rewrite", "rewrite"), "params_b"] == t5.loc[("qwen2.5-7b-instruct",
+                                                                                          "rewrite"), "params_b"]
+    # Figure 4: every model x m, and the raw-context checkpoints (the sweep's strategy) after fine-tuning
     f4 = pd.read_csv(tables["figure4_history_length"])
-    assert len(f4) == len(sweep_jobs(cfg)) == n_models * 5
-    sft = f4[f4.model == "qwen2.5-1.5b-sft"].set_index("m")
-    base = f4[f4.model == "qwen2.5-1.5b-instruct"].set_index("m")
-    assert sft.sft.all() and (sft.base_model == "qwen2.5-1.5b-instruct").all()
+    assert len(f4) == len(sweep_jobs(cfg)) == (len(c["generation"]["models"]) + 3) * 5
+    assert set(f4[f4.sft].model) == {f"{b}-sft-raw-context" for b in bases}
+    sft = f4[f4.model == "qwen2.5-7b-instruct-sft-raw-context"].set_index("m")
+    base = f4[f4.model == "qwen2.5-7b-instruct"].set_index("m")
+    assert (sft.base_model == "qwen2.5-7b-instruct").all()
     assert sft.rougeL_gain.tolist() == pytest.approx((sft.rougeL / base.rougeL - 1).tolist())
-    assert f4[f4.model != "qwen2.5-1.5b-sft"].rougeL_gain.isna().all()
-    # Table 1: the rehearsal's 4 flows x 2 conversations x 3 turns
+    assert f4[~f4.sft].rougeL_gain.isna().all()
+    # Tables 1 and 4 count the train split with the test split (§3.3: both): 2 x 4 flows x 2 conversations
     t1 = pd.read_csv(tables["table1_statistics"]).iloc[0]
-    assert (t1.conversations, t1.turns, t1.corpus_passages) == (8, 24, 8)
+    assert c["statistics_benchmarks"] == ["coral_train"]
+    assert (t1.conversations, t1.turns, t1.corpus_passages) == (16, 48, 8)
+    t4 = pd.read_csv(tables["table4_structure"]).set_index("flow")
+    assert t4.loc["SIDS", "conversations"] == 4 and t4.loc["all", "conversations"] == 16
+    assert t4.loc["LDS", "turns_3_6"] == 4 and t4.loc["SIDS", "turns_6_10"] == 0  # 3 turns each
     # every target of the study is built, the reproduction table too
     assert set(tables) == set(study.targets())
     for name in tables:
@@ -285,10 +297,22 @@ def test_the_coral_plan_accounts_for_every_published_number(coral_rehearsal):
     n = len(load_published(published_path("coral"), "coral").entries)
     assert len(df) == n >= 42 and not (df.status == AMBIGUOUS).any()
     assert (df.status == "unresolved").sum() == 0
-    # what no run here can give says why, about the world: the -Q rows (no QReCC here)
-    unavailable = df[df.status == "unavailable"]
-    assert len(unavailable) == unavailable.index.str.contains("_qrecc.").sum() == 10
-    assert unavailable.loc["table2.kd_ance_qrecc.MRR", "reason"].startswith("trained on QReCC")
+    # the -Q rows: the QReCC-trained session encoders' runs, resolved and judged (Conv-ANCE-Q with the
+    # caveat of its positives); the only unavailable number is §3.1's pages (the release names none)
+    q = df[df.index.str.contains("_qrecc.")]
+    assert len(q) == 10 and (q.status == RESOLVED).all() and q.judged.all()
+    assert df.loc["table2.kd_ance_qrecc.MRR", "row"] == "retriever=ance, policy=session_kd_qrecc"
+    assert df.loc["table2.conv_ance_qrecc.R100", "row"] == "retriever=ance, policy=session_contrastive_qrecc"
+    assert df.loc["table2.conv_ance_qrecc.R100", "caveats"].startswith("QReCC's release has no passage collection")
+    assert df.loc["table2.kd_ance_coral.MRR", "row"] == "retriever=ance, policy=session_kd"
+    assert list(df[df.status == "unavailable"].index) == ["statistics.pages"]
+    # §3.3's statistics over both splits: judged, Table 4's per-flow counts among them
+    stats = df[df.index.str.startswith("statistics.") & (df.index != "statistics.pages")]
+    assert len(stats) == 15 and (stats.status == RESOLVED).all() and stats.judged.all()
+    assert df.loc["statistics.sids_11_20_turns", "row"] == "flow=SIDS" and df.loc["statistics.sids_11_20_turns",
+                                                                                   "column"] == "turns_11_20"
+    # at least 70% of the published numbers can get a verdict (the two input-token counts cannot: no prompt)
+    assert df.judged.sum() == n - 3 and df.judged.sum() >= 0.7 * n
     # the SFT rewriter's row: its own run in the same grid
     assert df.loc["table2.qwen2_5_1_5b_sft.MRR", "row"] == "retriever=ance, policy=sft_qwen2.5-1.5b-sft-rewrite"
     assert df.loc["table2.qwen2_5_1_5b_sft.MRR", "status"] == RESOLVED
@@ -302,6 +326,6 @@ def test_the_coral_plan_accounts_for_every_published_number(coral_rehearsal):
         ["qwen2.5-7b-instruct", "mistral-7b-instruct-v0.3", "llama-3.1-8b-instruct"])]
     assert len(three) == 3 and repro.loc["input_tokens.raw_context", "ours"] == pytest.approx(three.input_tokens.mean())
     f4 = pd.read_csv(tables["figure4_history_length"])
-    gain = f4[(f4.model == "qwen2.5-1.5b-sft") & (f4.m == 4)].rougeL_gain.iloc[0]
+    gain = f4[(f4.model == "qwen2.5-7b-instruct-sft-raw-context") & (f4.m == 4)].rougeL_gain.iloc[0]
     assert repro.loc["history_sft_gain.relative", "ours"] == pytest.approx(gain)
     assert summary_line(plan(study, cfg, tables)).startswith(f"resolved {(df.status == RESOLVED).sum()} of {n}")

@@ -382,8 +382,10 @@ def _reference_numbers(key: str) -> int:
 # tasks (§1); Tables 1, 3 and 4 of the paper's PDF, 6 + 6 + 14 x 6 numbers; worse_labels: the
 # paper's regeneration check .453 / .546, the BM25 rungs' 72-74% and the audit's 90 / 100% dialogue-tied,
 # the <= .03 shift under dialogue resampling, 17-30 contexts per cell, MTRAG's +.07-.10 AUROC gap; coral:
-# §3.3's 8,000 conversations, 3.17 golden passages per turn, 255-token responses and 200K passages, in its header)
-@pytest.mark.parametrize("key, unlisted, added", [("lic_rag", 0, 3), ("mtrag_un", 0, 14 + 1 + 6 + 6 + 84), ("coral", 0, 4),
+# §3.3's 8,000 conversations, 3.17 golden passages per turn, 255-token responses and 200K passages, in its
+# header; §3.1's 20,000 pages and §3.3's 2,000 conversations per type (4), LDS's 3-6 turns, and SIDS / STRW /
+# DTRW's 1,600 of 6-10 turns and 400 of 11-20 (6))
+@pytest.mark.parametrize("key, unlisted, added", [("lic_rag", 0, 3), ("mtrag_un", 0, 14 + 1 + 6 + 6 + 84), ("coral", 0, 4 + 1 + 4 + 1 + 6),
                                                   ("worse_labels", 0, 11)])
 def test_every_published_number_has_a_row(key, unlisted, added):
     assert len(load_published(published_path(key), key).entries) == _reference_numbers(key) - unlisted + added
@@ -481,9 +483,14 @@ def _columns_of_code(key: str, tmp_path) -> dict[str, set[str]]:
 
     from convrag.studies.coral.cleaning import dataset_statistics
 
+    from convrag.records import TurnTask
+
+    one = [TurnTask(task_id="c_1", benchmark="b", conversation_id="c", turn=1, history=[], question="q",
+                    labels={"flow": "LDS"})]
     return {"table2_retrieval": set(A.retrieval_table(scores).columns), "table3_generation": set(TABLE3_COLUMNS),
             "figure4_history_length": set(A.history_sweep_table(pd.DataFrame()).columns),
-            "table1_statistics": set(dataset_statistics([], 0).columns)}
+            "table1_statistics": set(dataset_statistics([], 0).columns),
+            "table4_structure": set(A.structure_table(one).columns)}
 
 
 @pytest.mark.parametrize("key", STUDIES)

@@ -47,6 +47,11 @@ def test_the_paper_configs_list_what_they_download():
     assert ("github", IBM) in kinds["mtrag_un"] and ("hf-model", "Qwen/Qwen3-8B") in kinds["worse_labels"]
     assert ("hf-dataset", "osunlp/HippoRAG_2") in kinds["lic_rag"] and ("hf-dataset", "ariya2357/CORAL") in kinds["coral"]
     assert ("hf-model", "BAAI/bge-base-en-v1.5") in kinds["mtrag_un"]  # a retriever's model
+    # coral's -Q rows train on QReCC: its release zip at a pinned commit, checked by the zip's git blob id
+    qrecc = [e for e in downloads_of(REPO_ROOT / "config" / "studies" / "coral.yaml") if e["repo"] == "apple/ml-qrecc"]
+    assert [(e["kind"], e["revision"], e["path"], e["git_blob"]) for e in qrecc] == [
+        ("github", "cf44d03cb6676f7414471cec509d4a6c6858b0d3", "dataset/qrecc_data.zip",
+         "4b2e03a230edeb3657aeaf1ced59f281335516ed")]
     wl = {e["path"] for e in downloads_of(REPO_ROOT / "config" / "studies" / "worse_labels.yaml")}
     assert "mtrag-human/retrieval_tasks/govt/qrels/dev.tsv" in wl and "corpora/passage_level/fiqa.jsonl.zip" in wl
 

@@ -1,5 +1,5 @@
 """Benchmarks of conversation turns (``TurnTask``) with one passage corpus per domain, behind
-one registry: MTRAG-UN, MTRAG, CORAL, RECOR and the mini world's views of them.
+one registry: MTRAG-UN, MTRAG, CORAL, QReCC, RECOR and the mini world's views of them.
 
 A benchmark is a config entry ``benchmarks.<name>: {kind, ...}``; its loader (registered with
 ``@register_benchmark_loader(kind)``) says which raw files it needs (downloaded by the
@@ -22,6 +22,7 @@ BENCHMARK_LOADERS: "Registry[BenchmarkLoader]" = Registry("benchmark kind", lazy
     "miniworld_mtrag": "convrag.data.builtin", "miniworld_recor": "convrag.data.builtin",
     "mtrag_un": "convrag.data.builtin", "mtrag_conversations": "convrag.data.builtin",
     "mtrag_retrieval": "convrag.data.mtrag_retrieval", "coral": "convrag.data.coral", "recor": "convrag.data.recor",
+    "qrecc": "convrag.data.qrecc",
 })
 
 

@@ -75,9 +75,19 @@ class Coral(Study):
                 if e["train"] not in config["benchmarks"]:
                     raise unknown_name(source, f"coral.session_encoders.{name}.train", e["train"],
                                        config["benchmarks"])
-                if config["benchmarks"][e["train"]]["kind"] != "coral":
+                if config["benchmarks"][e["train"]]["kind"] not in ("coral", "qrecc"):
                     raise ConfigError(f"{source}: coral.session_encoders.{name}.train: benchmarks.{e['train']} "
-                                      "must be of kind coral")
+                                      "must be of kind coral (CORAL's train split: Table 2's -C rows) or qrecc "
+                                      "(QReCC's: the -Q rows)")
+        for b in c["statistics_benchmarks"]:
+            if b not in config["benchmarks"]:
+                raise unknown_name(source, "coral.statistics_benchmarks", b, config["benchmarks"])
+            if config["benchmarks"][b]["kind"] != "coral":
+                raise ConfigError(f"{source}: coral.statistics_benchmarks: benchmarks.{b} must be of kind coral "
+                                  "(its conversations are counted with the evaluated ones)")
+            if b == c["benchmark"]:
+                raise ConfigError(f"{source}: coral.statistics_benchmarks: {b!r} is the evaluated benchmark itself "
+                                  "(it would be counted twice)")
         c["sft"] = c["sft"] or {}
         for name, x in c["sft"].items():
             if x["model"] not in registry:
@@ -88,6 +98,10 @@ class Coral(Study):
                                       "of kind coral")
             if x["answers"] and x["role"] != "generate":
                 raise ConfigError(f"{source}: coral.sft.{name}.answers: only a generator (role generate) answers")
+            if x["answers"] and x["role"] == "generate" and x["strategy"] not in c["generation"]["strategies"]:
+                raise ConfigError(f"{source}: coral.sft.{name}.answers: it answers under the {x['strategy']} strategy it "
+                                  "was tuned on (§D.2: one checkpoint per strategy), which coral.generation.strategies "
+                                  f"does not list ({', '.join(c['generation']['strategies'])})")
             if x["answers"] and (name in registry or name in c["generation"]["models"]):
                 raise ConfigError(f"{source}: coral.sft.{name}: an answering fine-tuned model needs a name of its own "
                                   f"({name!r} is already a registry model)")
@@ -169,6 +183,7 @@ class Coral(Study):
         # passages (contexts: none) and searched by no retriever downloads none (the sample)
         corpus = layout.corpus(index_corpus(config)) if searches_corpus(config) else []
         arts = {"tasks": tasks_file(config, layout), "corpus": corpus,
+                "statistics_tasks": [layout.benchmark_tasks(b) for b in config["coral"]["statistics_benchmarks"]],
                 "retrieval": paths.retrieval_scores(layout) if config["coral"]["retrievers"] else None,
                 "generation": evaluation_files(config, layout, sweep=False) or None,
                 "history_sweep": evaluation_files(config, layout, sweep=True) or None,
@@ -206,7 +221,13 @@ class Coral(Study):
         for n, base in sft_rewriters(config).items():
             queries[f"{SFT_PREFIX}{n}"] = f"LLM rewrite by {n} ({c['sft'][n]['method']} fine-tuning of {base})"
         data = benchmark_identity(config, c["benchmark"]) if c["benchmark"] else f"generated:{c['world']['corpus']}"
-        run = {"data": [data],
+        # each session encoder as <name>=<style>@<what it trained on>: Table 2's -Q and -C rows need
+        # theirs trained on QReCC's or CORAL's train split (the row is found by the name's policy)
+        encoders = [f"{n}={e['style']}@{benchmark_identity(config, e['train']) if e['train'] else 'evaluated'}"
+                    for n, e in c["session_encoders"].items()]
+        run = {"data": [data], "session_encoders": encoders,
+               # the conversations Tables 1 and 4 count (§3.3: both splits)
+               "statistics_data": [data] + [benchmark_identity(config, b) for b in c["statistics_benchmarks"]],
                "retrievers": [retriever_identity(config, r) for r in c["retrievers"]],
                "rewrite_model": c["rewrite"]["model"], "generation_models": list(c["generation"]["models"]),
                "sft_generators": {n: {"base": b, "method": c["sft"][n]["method"]}

@@ -15,10 +15,17 @@ def _words(text: str | None) -> int:
     return len((text or "").split())
 
 
+# §3.3's conversation lengths: LDS 3-6 turns; SIDS, STRW and DTRW 1,600 of 6-10 turns and 400 of
+# 11-20 (bounds included; a 6-turn conversation is in both of the first two bands, as the text has it)
+TURN_BANDS = ((3, 6), (6, 10), (11, 20))
+
+
 def structure_table(tasks) -> pd.DataFrame:
     """Table 4: per conversation-flow sampler, the conversations, turns per conversation (mean,
-    min, max), words per question and per golden response, golden passages per turn and the
-    share of turns that have any; then all flows together."""
+    min, max), the conversations in each of §3.3's length bands (``turns_3_6``, ``turns_6_10``,
+    ``turns_11_20``: what its per-type counts are checked against), words per question and per
+    golden response, golden passages per turn and the share of turns that have any; then all
+    flows together."""
     rows = [{"flow": t.labels.get("flow") or "unknown", "conversation_id": t.conversation_id,
              "question_words": _words(t.question),
              "response_words": _words(t.reference_answers[0] if t.reference_answers else ""),
@@ -32,6 +39,7 @@ def structure_table(tasks) -> pd.DataFrame:
         turns = g.groupby("conversation_id").size()
         return {"conversations": int(turns.size), "turns": int(len(g)), "turns_mean": round(float(turns.mean()), 2),
                 "turns_min": int(turns.min()), "turns_max": int(turns.max()),
+                **{f"turns_{lo}_{hi}": int(((turns >= lo) & (turns <= hi)).sum()) for lo, hi in TURN_BANDS},
                 "question_words": round(float(g.question_words.mean()), 1),
                 "response_words": round(float(g.response_words.mean()), 1),
                 "gold_per_turn": round(float(g.gold.mean()), 2), "turns_with_gold": round(float((g.gold > 0).mean()), 3)}

@@ -135,10 +135,28 @@ def generation_models(config: dict) -> list[str]:
     return list(config["coral"]["generation"]["models"]) + list(sft_generators(config))
 
 
+def tuned_strategies(config: dict, name: str) -> list[str]:
+    """The history strategies a fine-tuned generator serves: the one it was trained on, and
+    llm_summary too when that is raw_context. Why: §D.2 fine-tunes one checkpoint per strategy
+    and, having no training data for the LLM summary, answers it with the raw-context
+    checkpoint; a checkpoint asked to answer under a prompt it was not tuned on would be a row
+    the paper does not have."""
+    own = config["coral"]["sft"][name]["strategy"]
+    return [own] + (["llm_summary"] if own == "raw_context" else [])
+
+
+def answered_strategies(config: dict, model: str) -> list[str]:
+    """The history strategies ``model`` answers: every ``generation.strategies`` for a registry
+    model, those of ``tuned_strategies`` among them for a fine-tuned generator."""
+    strategies = config["coral"]["generation"]["strategies"]
+    if model not in sft_generators(config):
+        return list(strategies)
+    return [s for s in strategies if s in tuned_strategies(config, model)]
+
+
 def generation_jobs(config: dict) -> list[dict]:
-    g = config["coral"]["generation"]
     return [dict(source=source(config), model=m, strategy=s) for m in generation_models(config)
-            for s in g["strategies"]]
+            for s in answered_strategies(config, m)]
 
 
 SWEEP_PREFIX = "history_m"
@@ -150,13 +168,16 @@ def sweep_name(m: int) -> str:
 
 
 def sweep_jobs(config: dict) -> list[dict]:
-    """Figure 4's answer jobs: every generation model x history length m (none without a sweep)."""
+    """Figure 4's answer jobs: every generation model x history length m (none without a sweep);
+    a fine-tuned generator only when it answers the sweep's strategy (``answered_strategies``)."""
     g = config["coral"]["generation"]
     sw = g["history_sweep"]
     if not sw:
         return []
+    tuned = sft_generators(config)
+    models = [m for m in generation_models(config) if m not in tuned or sw["strategy"] in tuned_strategies(config, m)]
     return [dict(source=source(config), model=model, strategy=sweep_name(m), m=m)
-            for model in generation_models(config) for m in sw["m"]]
+            for model in models for m in sw["m"]]
 
 
 def sweep_m(name: str) -> int | None:

@@ -5,7 +5,8 @@ too, x history strategy of Table 3; Figure 4's models x history lengths; every p
 so every table, figure and reproduction row can be built before a GPU hour is spent
 (convrag.report.rehearsal). The columns are those the study's jobs write (``score_retrieval``,
 ``coral evaluate``); ``questions`` conversations per flow sampler (3 turns each, every turn with
-golden passages), a corpus of ``max(runs, questions) * 4`` passages."""
+golden passages), as many again for each ``coral.statistics_benchmarks`` entry (Tables 1 and 4
+count them too), a corpus of ``max(runs, questions) * 4`` passages."""
 
 from __future__ import annotations
 
@@ -24,12 +25,14 @@ TURNS = 3
 TOKENS = {"raw_context": 2200, "last_response": 900, "rewrite": 800, "llm_summary": 480}
 
 
-def _tasks(config: dict, questions: int) -> list[TurnTask]:
-    b = source(config)
+def _tasks(config: dict, questions: int, benchmark: str | None = None) -> list[TurnTask]:
+    """``questions`` conversations per flow of the evaluated benchmark, or (``benchmark``) of a
+    ``coral.statistics_benchmarks`` entry (its conversation ids prefixed with its name)."""
+    b = benchmark or source(config)
     out = []
     for f in FLOWS:
         for q in range(questions):
-            conv = f"{f.lower()}-{q}"
+            conv = f"{benchmark}-{f.lower()}-{q}" if benchmark else f"{f.lower()}-{q}"
             for turn in range(1, TURNS + 1):
                 history = [{"role": "user" if k % 2 == 0 else "assistant", "text": f"utterance {k}"}
                            for k in range(2 * (turn - 1))]
@@ -105,6 +108,11 @@ def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int =
     out = {"tasks": str(folder / "tasks.jsonl"), "corpus": str(folder / "corpus.jsonl"), "gold": []}
     folder.mkdir(parents=True, exist_ok=True)
     write_records(out["tasks"], tasks)
+    out["statistics_tasks"] = []
+    for b in c["statistics_benchmarks"]:  # Table 1 / 4 count them with the evaluated conversations
+        path = str(folder / f"statistics_{b}.jsonl")
+        write_records(path, _tasks(config, questions, benchmark=b))
+        out["statistics_tasks"].append(path)
     write_jsonl(out["corpus"], [{"doc_id": f"p{i}", "title": "", "text": "a passage of the corpus"}
                                 for i in range(4 * max(runs, questions))])
     if c["retrievers"]:

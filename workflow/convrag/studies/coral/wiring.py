@@ -109,13 +109,16 @@ def dense_params(config: dict, retriever: str) -> dict:
 
 
 def train_inputs(config: dict, L: Layout, encoder: str) -> dict:
-    """The training turns of a session encoder and the corpus their gold passages come from."""
-    from convrag.data.benchmarks import corpus_id
+    """The training turns of a session encoder and the corpus their gold passages come from (a
+    train benchmark's own domain: ``coral`` for CORAL's split, ``qrecc`` for QReCC's answers)."""
+    from convrag.data.benchmarks import benchmark_loader, corpus_id
 
     train = config["coral"]["session_encoders"][encoder]["train"]
     if train is None:
         return {"tasks": tasks_file(config, L), "corpus": L.corpus(index_corpus(config))}
-    return {"tasks": L.benchmark_tasks(train), "corpus": L.corpus(corpus_id(train, domain(config)))}
+    spec = config["benchmarks"][train]
+    return {"tasks": L.benchmark_tasks(train),
+            "corpus": L.corpus(corpus_id(train, benchmark_loader(spec["kind"]).domains(spec)[0]))}
 
 
 def train_args(config: dict, encoder: str) -> str:
