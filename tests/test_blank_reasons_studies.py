@@ -94,18 +94,18 @@ def test_lic_rag_table8_reasons():
     s = _lic_scores({("q1", "FULL", "none"): [0.5, 0.5], ("q1", "SHARDED", "history"): [0.0, 1.0],
                      ("q2", "FULL", "none"): [1.0, 1.0], ("q2", "SHARDED", "history"): [1.0, 0.0]})
     t = aptitude_unreliability(s, BOOT, {}, closed_retrievers=["closed_book"])
-    pooled = t[t.dataset == "all"]
-    assert len(pooled) == 4 and pooled.runs_per_question.isna().all() and t.runs_per_question.notna().sum() == 2
-    assert _reasons(t, "runs_per_question") == {"a row pooled over datasets and retrievers gives no runs per question": 4}
+    pooled = t[t.dataset == "all"]  # FULL and SHARDED over all, per LLM (m) and per retriever (bm25)
+    assert len(pooled) == 6 and pooled.runs_per_question.isna().all() and t.runs_per_question.notna().sum() == 2
+    assert _reasons(t, "runs_per_question") == {"a row pooled over datasets and retrievers gives no runs per question": 6}
     only = "the FULL -> SHARDED change is given only on the pooled SHARDED rows (dataset = all)"
-    assert _reasons(t, "aptitude_change") == {only: 4}
+    assert _reasons(t, "aptitude_change") == {only: 5}
     assert t.loc[(t.dataset == "all") & (t.condition == "SHARDED"), "unreliability_rise"].gt(0).all()
     assert _reasons(t, "unreliability_relative_rise") == {
-        only: 4, "the paired FULL units' mean unreliability is 0 (a relative rise over 0 is undefined)": 2}
+        only: 5, "the paired FULL units' mean unreliability is 0 (a relative rise over 0 is undefined)": 3}
     # FULL runs that differ: the relative rise is defined, so only the "only pooled SHARDED" reason remains
     s2 = s.assign(final_f1=[0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0])
     t2 = aptitude_unreliability(s2, BOOT, {}, closed_retrievers=["closed_book"])
-    assert _reasons(t2, "unreliability_relative_rise") == {only: 4}
+    assert _reasons(t2, "unreliability_relative_rise") == {only: 5}
 
 
 def test_lic_rag_complete_coverage_reason_needs_zero_covered_pairs():
@@ -127,11 +127,13 @@ def test_lic_rag_closed_book_retention_reasons():
                                retriever="closed_book", model=m) for m in ("big", "zero")], ignore_index=True)
     s.loc[(s.model == "zero"), "final_f1"] = 0.0
     t = closed_book_retention(s, ["closed_book"], {"fam": "big"})
-    assert list(t.model) == ["big", "zero", "largest_per_family"]
-    assert _reasons(t, "models") == {"only the largest_per_family row names its LLMs": 2}
+    # per dataset, then over all datasets (kept on a single-dataset run), then the largest per family
+    assert list(t.model) == ["big", "zero", "big", "zero", "largest_per_family"]
+    assert _reasons(t, "models") == {"only the largest_per_family row names its LLMs": 4}
     assert _reasons(t, "retention_ci_low") == {
-        "a single dataset's row has no interval (given only over all datasets)": 2}
-    assert _reasons(t, "retention") == {"closed-book FULL F1 is 0 (a ratio over 0 is undefined)": 1}
+        "a single dataset's row has no interval (given only over all datasets)": 2,
+        "its estimate (retention) is blank": 1}
+    assert _reasons(t, "retention") == {"closed-book FULL F1 is 0 (a ratio over 0 is undefined)": 2}
 
 
 def test_lic_rag_response_category_intervals_only_pooled():

@@ -235,14 +235,18 @@ def test_recovery_per_policy_pools_models_figures_5_and_6():
          ("q1", "SHARDED", "history"): [0.6], ("q1", "RECAP", "history"): [0.7], ("q1", "SNOWBALL", "history"): [0.8]}
     s = pd.concat([_scores(v), _scores(v).assign(model="m2")], ignore_index=True)
     f5 = L.recovery_for(s, BOOT, "current", ("RECAP",))
+    # a single-dataset run keeps the row over all datasets its caption and the published map name
+    assert list(f5.dataset) == ["d", "all"] and f5.recovery.iloc[1] == pytest.approx(f5.recovery.iloc[0])
     # CURRENT: (0.7 - 0.4) / (0.8 - 0.4) = 0.75 for both models; one question: the interval is that value
     r = f5.iloc[0]
     assert (r.dataset, r.retriever, r.policy, r.condition, r.models, r.pairs, r.questions) == \
         ("d", "bm25", "current", "RECAP", 2, 2, 1)
     assert r.recovery == pytest.approx(0.75) and r.ci_low == pytest.approx(0.75) and r.ci_high == pytest.approx(0.75)
-    f6 = L.recovery_for(s, BOOT, "history", ("RECAP", "SNOWBALL")).set_index("condition")
+    f6 = L.recovery_for(s, BOOT, "history", ("RECAP", "SNOWBALL")).query("dataset == 'd'").set_index("condition")
     # HISTORY: RECAP (0.7 - 0.6) / 0.2 = 0.5; SNOWBALL (0.8 - 0.6) / 0.2 = 1.0
     assert f6.loc["RECAP", "recovery"] == pytest.approx(0.5) and f6.loc["SNOWBALL", "recovery"] == pytest.approx(1.0)
+    # the pooled LLMs (lic_rag.analysis.pooled_models): m alone, one pair
+    assert L.recovery_for(s, BOOT, "current", ("RECAP",), models=["m"]).pairs.tolist() == [1, 1]
 
 
 def test_recovery_is_pooled_over_llms_not_a_mean_of_ratios():
@@ -271,7 +275,10 @@ def test_full_vs_sharded_of_pog_figure_7():
     v = {("q1", "FULL", "none"): [1.0], ("q1", "SHARDED", "history"): [0.5], ("q1", "SHARDED", "current"): [0.25],
          ("q2", "FULL", "none"): [0.5], ("q2", "SHARDED", "history"): [0.5], ("q2", "SHARDED", "current"): [0.0]}
     s = pd.concat([_scores(v, retriever="pog"), _scores(v, retriever="bm25")], ignore_index=True)
-    f7 = L.full_vs_sharded_of(s, ["pog"], BOOT).set_index("policy")
+    f7 = L.full_vs_sharded_of(s, ["pog"], BOOT)
+    every = f7[f7.dataset == "all"].set_index("policy")  # kept on a single-dataset run
+    f7 = f7[f7.dataset == "d"].set_index("policy")
+    assert every.loc["current", "gap"] == pytest.approx(0.625) and every.loc["history", "f1_full"] == pytest.approx(0.75)
     assert set(f7.retriever) == {"pog"} and f7.loc["history", "models"] == 1
     # FULL 0.75; SHARDED history 0.5, current 0.125; relative change (0.5 - 0.75) / 0.75
     assert f7.loc["history", "f1_full"] == pytest.approx(0.75) and f7.loc["history", "f1_sharded"] == pytest.approx(0.5)
@@ -285,7 +292,9 @@ def test_ceiling_and_floor_with_and_without_retrieval_figure_8():
     s = _two_retrievers({("q1", "FULL", "none"): [1.0] * 5, ("q1", "SHARDED", "history"): runs,
                          ("q1", "SHARDED", "current"): [0.0] * 5},  # §B.3 is HISTORY only: CURRENT is left out
                         {("q1", "FULL", "none"): runs, ("q1", "SHARDED", "none"): [0.0] * 5})
-    f8 = L.ceiling_and_floor(s, BOOT, {}, ["closed_book"]).set_index(["retrieval", "condition"])
+    f8 = L.ceiling_and_floor(s, BOOT, {}, ["closed_book"])
+    assert set(f8.dataset) == {"d", "all"}  # the rows over all datasets, on a single-dataset run too
+    f8 = f8[f8.dataset == "d"].set_index(["retrieval", "condition"])
     assert f8.loc[("with retrieval", "SHARDED"), "cells"] == 1 and f8.loc[("with retrieval", "SHARDED"), "policy"] == "history"
     assert f8.loc[("with retrieval", "FULL"), "ceiling"] == pytest.approx(1.0)
     assert f8.loc[("with retrieval", "SHARDED"), "ceiling"] == pytest.approx(0.92)
@@ -356,7 +365,7 @@ def test_paper_level_means_pool_datasets_and_llms_with_question_intervals():
     assert d.loc[("all", "FULL"), "mean_f1"] == pytest.approx(7 / 12) and d.loc[("all", "FULL"), "n"] == 3
     assert d.loc[("d2", "FULL"), "mean_f1"] == pytest.approx(0.625)
     t8 = L.aptitude_unreliability(s, BOOT, {}, ["closed_book"])
-    pooled = t8[t8.dataset == "all"].set_index(["model", "condition"])
+    pooled = t8[(t8.dataset == "all") & (t8.retriever == "all")].set_index(["model", "condition"])
     # unreliability (P90 - P10 over runs) per (LLM, question) with retrieval: m d1/q1 FULL [1, 0] -> .8,
     # m d2/q1 0, m d2/q2 0, m2 d2/q1 0 -> mean over the four .2; closed book is left out
     assert pooled.loc[("all", "FULL"), "unreliability"] == pytest.approx(0.2)

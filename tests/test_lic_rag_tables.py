@@ -37,9 +37,15 @@ def test_table2_hand_computed():
 
 
 def test_delivery_summary_one_value_per_question():
-    s = delivery_summary(_rows(), n_resamples=200, seed=0).set_index("condition")
+    d = delivery_summary(_rows(), n_resamples=200, seed=0)
+    s = d[d.dataset == "d"].set_index("condition")
     assert s.loc["FULL", "mean_f1"] == pytest.approx(0.875) and s.loc["FULL", "n"] == 2
     assert s.loc["SHARDED", "mean_f1"] == pytest.approx(0.375)
+    # "all": every condition and policy per question: q1 (1 + .5 + 0 + .5) / 4 = .5, q2 (1 + 1 + .5 + .5) / 4 = .75
+    assert s.loc["all", "mean_f1"] == pytest.approx(0.625)
+    # a single-dataset run keeps the rows over all datasets (the published map reads them)
+    every = d[d.dataset == "all"].set_index("condition")
+    assert every.loc["FULL", "mean_f1"] == pytest.approx(0.875) and every.loc["all", "mean_f1"] == pytest.approx(0.625)
 
 
 def test_score_conversations_final_best_unanswered_and_recall(tmp_path):

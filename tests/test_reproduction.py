@@ -384,11 +384,14 @@ def _reference_numbers(key: str) -> int:
 # the <= .03 shift under dialogue resampling, 17-30 contexts per cell, MTRAG's +.07-.10 AUROC gap; coral:
 # §3.3's 8,000 conversations, 3.17 golden passages per turn, 255-token responses and 200K passages, in its
 # header; §3.1's 20,000 pages and §3.3's 2,000 conversations per type (4), LDS's 3-6 turns, and SIDS / STRW /
-# DTRW's 1,600 of 6-10 turns and 400 of 11-20 (6))
-@pytest.mark.parametrize("key, unlisted, added", [("lic_rag", 0, 3), ("mtrag_un", 0, 14 + 1 + 6 + 6 + 84), ("coral", 0, 4 + 1 + 4 + 1 + 6),
-                                                  ("worse_labels", 0, 11)])
+# DTRW's 1,600 of 6-10 turns and 400 of 11-20 (6); lic_rag also: §B.4's "nearly fivefold" (19.0 / 4.0) and
+# §B.3's "nearly double" (15.0 / 7.6), the text's words as its own numbers). Statements (kind: statement) are
+# not numbers of the reference: counted apart.
+@pytest.mark.parametrize("key, unlisted, added", [("lic_rag", 0, 5), ("mtrag_un", 0, 14 + 1 + 6 + 6 + 84),
+                                                  ("coral", 0, 4 + 1 + 4 + 1 + 6), ("worse_labels", 0, 11)])
 def test_every_published_number_has_a_row(key, unlisted, added):
-    assert len(load_published(published_path(key), key).entries) == _reference_numbers(key) - unlisted + added
+    entries = load_published(published_path(key), key).entries
+    assert len([e for e in entries if e.kind != "statement"]) == _reference_numbers(key) - unlisted + added
 
 
 def _lic_rag_inputs(tmp_path) -> dict:

@@ -645,8 +645,9 @@ def lookup(ours: Ours, tables: dict[str, str], cache: dict | None = None) -> tup
     if ours.agg is not None:  # a range over named rows: each must be there, once
         col = next(c for c, v in ours.where.items() if isinstance(v, list))
         names = [str(v) for v in ours.where[col]]
-        have = rows[col].astype(str).tolist()
-        missing = [n for n in names if n not in have]
+        # each named value matched as the row selector matches it (a number as a number: a CSV
+        # column of integers with blanks reads as floats, 1 as 1.0)
+        missing = [str(v) for v in ours.where[col] if not _matches(rows[col], v).any()]
         if missing:
             return None, f"{ours.target}: the {ours.agg} over {col} {', '.join(names)} has no row for {', '.join(missing)} in this grid"
         vals = [_num(v) for v in rows[ours.value]]

@@ -65,6 +65,15 @@ class LicRag(Study):
                               f"({lic['top_k']})")
         check_names(source, "lic_rag.analysis.coverage_retrievers", lic["analysis"]["coverage_retrievers"] or [],
                     lic["retrievers"])
+        check_names(source, "lic_rag.analysis.pooled_retrievers", lic["analysis"]["pooled_retrievers"] or [],
+                    lic["retrievers"])
+        check_names(source, "lic_rag.analysis.pooled_models", lic["analysis"]["pooled_models"] or [], lic["models"])
+        from convrag.retrieval import is_closed_book
+
+        for r in lic["analysis"]["pooled_retrievers"] or []:
+            if is_closed_book(config, r):  # closed book has its own rows; a pool of retrieval methods retrieves
+                raise ConfigError(f"{source}: invalid config key 'lic_rag.analysis.pooled_retrievers': {r} is closed "
+                                  "book (the pool averages retrieval methods; closed book keeps its own rows)")
         for d in lic["sharding"]["reviews"]:
             if d not in lic["datasets"]:
                 raise unknown_name(source, f"lic_rag.sharding.reviews.{d}", d, lic["datasets"])
@@ -96,7 +105,8 @@ class LicRag(Study):
         from convrag.report.reproduction import dataset_identity, retriever_identity
         from convrag.retrieval import capabilities
 
-        from convrag.studies.lic_rag.wiring import largest_per_family, model_rows, prompts_used, retrieval_system_rows
+        from convrag.studies.lic_rag.wiring import (largest_per_family, model_rows, model_sizes, pool, prompts_used,
+                                                    retrieval_system_rows)
 
         lic = config["lic_rag"]
         rets = lic["retrievers"]
@@ -107,13 +117,15 @@ class LicRag(Study):
                **{f"{k}_model": lic[k]["model"] or sharding for k in ("user_simulator", "classifier", "judge")},
                "shard_wording_samples": lic["sharding"]["variability"]["samples"]
                if lic["sharding"]["variability"]["questions"] else None,
+               "wording_simulations": lic["analysis"]["wording_simulations"],
                **prompts_used(lic)}
         return {"boot": lic["bootstrap"], "analysis": lic["analysis"], "datasets": lic["datasets"],
                 "closed_retrievers": [r for r in rets if is_closed_book(config, r)],
                 "explorers": [r for r in rets if capabilities(retriever_kind(config, r)).cost_class == "explorer"],
                 "pog": [r for r in rets if retriever_kind(config, r) == "pog"],
                 "retrieval_systems": retrieval_system_rows(config), "models": model_rows(config),
-                "largest_per_family": largest_per_family(config), "reproduction": run}
+                "largest_per_family": largest_per_family(config), "pool": pool(config),
+                "model_sizes": model_sizes(config), "reproduction": run}
 
     def run_settings(self, config):
         lic = config["lic_rag"]

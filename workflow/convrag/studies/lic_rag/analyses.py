@@ -5,6 +5,15 @@ Scores are computed once per conversation and per assistant turn into Parquet ta
 table and figure reads only those tables, so rebuilding one never re-reads conversations or
 calls a model.
 
+Pools: the paper averages its main numbers over its ten LLMs and its main retrieval methods
+(§4.1: seven and closed book); PoG is an appendix retriever run on eight LLMs (§B.2). Every row
+pooled over retrievers (``retriever = all``, Figure 8's "with retrieval") and over LLMs
+(``model = all``, or per retriever over the LLMs) averages only the config's pool
+(``lic_rag.analysis.pooled_retrievers`` / ``pooled_models``: ``wiring.pool``; the paper's main
+methods and every LLM by default); a retriever outside it keeps its own rows. Rows over all
+datasets (``dataset = all``) are written on a single-dataset run too, so a target holds every
+row its caption and the published map name whatever the grid's size.
+
 Statistical unit: the question. Runs of one question are repeated samples, not independent
 observations, so every mean with a CI first averages a question's runs and then bootstraps
 over questions (paired over the same questions when two conditions are compared; 1,000
@@ -60,13 +69,30 @@ def _paired(a: pd.Series, b: pd.Series, boot: dict) -> dict | None:
                             n_resamples=boot.get("n_resamples", 1000), seed=boot.get("seed", 0))
 
 
+def pool_of(scores: pd.DataFrame, closed_retrievers=None, pool: dict | None = None) -> tuple[list[str], list[str]]:
+    """(retrievers, models) a pooled row averages over: the config's pool (``pool``:
+    ``wiring.pool``, the paper's main methods and every LLM by default), else, for a caller that
+    names none, every retriever but closed book and every model of ``scores``."""
+    every = sorted(scores.model.unique()) if "model" in scores else []
+    if pool is not None:
+        return list(pool["retrievers"]), list(pool.get("models") or every)
+    return sorted(set(scores.retriever) - set(closed_retrievers or [])), every
+
+
+def _models(scores: pd.DataFrame, models) -> pd.DataFrame:
+    """``scores`` of the pooled LLMs (all of them when ``models`` is None)."""
+    return scores if models is None else scores[scores.model.isin(list(models))]
+
+
 # ---- Table 2 and the delivery figure -------------------------------------------------------
 
-def table2(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, closed_retrievers=None) -> pd.DataFrame:
+def table2(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, closed_retrievers=None,
+           pool: dict | None = None) -> pd.DataFrame:
     """FULL against SHARDED final F1 per (dataset, LLM, retriever, SHARDED policy) with the paired
-    bootstrap CI of the gap; with ``closed_retrievers``, also the paper's pooled gaps (§5.1,
-    §5.2), over all datasets and LLMs: per retriever, per LLM over every retriever that
-    retrieves, and over all of them (``all``); CIs resample questions."""
+    bootstrap CI of the gap; with ``closed_retrievers`` or ``pool``, also the paper's pooled gaps
+    (§5.1, §5.2), over all datasets and the pooled LLMs: per retriever, per LLM over the pooled
+    retrievers, and over both (``all``); CIs resample questions. The pooled HISTORY rows also
+    give HISTORY's SHARDED F1 minus CURRENT's (§5.2: HISTORY helps six of seven methods)."""
     rows = []
     boot = {"n_resamples": n_resamples, "seed": seed}
     for (ds, model, ret), g in scores.groupby(CELL, sort=True):
@@ -83,56 +109,77 @@ def table2(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, closed_
                 "f1_full": res["mean_a"], "f1_sharded": res["mean_b"], "rel_change": res["rel_change"],
                 "gap": res["mean_diff"], "gap_ci_low": res["ci_low"], "gap_ci_high": res["ci_high"],
             })
-    if closed_retrievers is not None:
-        rows += _pooled_gaps(scores, boot, closed_retrievers)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if closed_retrievers is not None or pool is not None:
+        out = pd.DataFrame(rows + _pooled_gaps(scores, boot, *pool_of(scores, closed_retrievers, pool)))
+        out.attrs["blank_reasons"] = {c: (lambda row: "HISTORY against CURRENT is given on the pooled HISTORY rows "
+                                          "(dataset = all) of a grid with both policies")
+                                      for c in ("history_gain", "history_gain_ci_low", "history_gain_ci_high")}
+    return out
 
 
-def _pooled_gaps(scores: pd.DataFrame, boot: dict, closed_retrievers) -> list[dict]:
+def _pooled_gaps(scores: pd.DataFrame, boot: dict, retrievers: list[str], models: list[str]) -> list[dict]:
+    """Table 2's pooled rows: per retriever over the pooled LLMs (every retriever, PoG too: its
+    own row), per LLM over the pooled retrievers, and over both (``all``)."""
     rows = []
-    retrieving = scores[~scores.retriever.isin(closed_retrievers)]
-    groups = [({"model": "all", "retriever": r}, scores[scores.retriever == r]) for r in sorted(scores.retriever.unique())]
-    groups += [({"model": "all", "retriever": "all"}, retrieving)]
-    groups += [({"model": m, "retriever": "all"}, retrieving[retrieving.model == m]) for m in sorted(retrieving.model.unique())]
+    unit = ["dataset", "model", "retriever", "qid"]
+    mine = scores[scores.model.isin(models)]
+    pooled = scores[scores.retriever.isin(retrievers)]
+    groups = [({"model": "all", "retriever": r}, mine[mine.retriever == r]) for r in sorted(scores.retriever.unique())]
+    groups += [({"model": "all", "retriever": "all"}, pooled[pooled.model.isin(models)])]
+    groups += [({"model": m, "retriever": "all"}, pooled[pooled.model == m]) for m in sorted(pooled.model.unique())]
     for key, g in groups:
-        full = g[g.condition == "FULL"].groupby(["dataset", "model", "retriever", "qid"])["final_f1"].mean()
-        for policy, sh in g[g.condition == "SHARDED"].groupby("policy", sort=True):
-            shq = sh.groupby(["dataset", "model", "retriever", "qid"])["final_f1"].mean()
-            idx = full.index.intersection(shq.index)
+        full = g[g.condition == "FULL"].groupby(unit)["final_f1"].mean()
+        shq = {p: sh.groupby(unit)["final_f1"].mean() for p, sh in g[g.condition == "SHARDED"].groupby("policy", sort=True)}
+        for policy, sh in shq.items():
+            idx = full.index.intersection(sh.index)
             if idx.empty:
                 continue
-            r = _clustered(full, shq, idx, boot)
-            rows.append({"dataset": "all", **key, "policy": policy, "n_questions": r["n_clusters"],
-                         "f1_full": r["mean_a"], "f1_sharded": r["mean_b"], "rel_change": r["rel_change"],
-                         "gap": r["mean_diff"], "gap_ci_low": r["ci_low"], "gap_ci_high": r["ci_high"]})
+            r = _clustered(full, sh, idx, boot)
+            row = {"dataset": "all", **key, "policy": policy, "n_questions": r["n_clusters"],
+                   "f1_full": r["mean_a"], "f1_sharded": r["mean_b"], "rel_change": r["rel_change"],
+                   "gap": r["mean_diff"], "gap_ci_low": r["ci_low"], "gap_ci_high": r["ci_high"]}
+            both = sh.index.intersection(shq["current"].index) if policy == "history" and "current" in shq else []
+            if len(both):  # HISTORY's SHARDED F1 minus CURRENT's, paired per unit
+                h = _clustered(sh, shq["current"], both, boot)
+                row.update(history_gain=h["mean_diff"], history_gain_ci_low=h["ci_low"],
+                           history_gain_ci_high=h["ci_high"])
+            rows.append(row)
     return rows
 
 
-def delivery_summary(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Mean final F1 per dataset, retriever and condition over the LLMs (and policies and runs),
-    and over all datasets (``dataset = all``: the paper's means over its LLMs and datasets); the
-    interval resamples questions."""
+def delivery_summary(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, models=None) -> pd.DataFrame:
+    """Mean final F1 per dataset, retriever and condition over the pooled LLMs (``models``; all
+    by default; and policies and runs), and over all datasets (``dataset = all``: the paper's
+    means over its LLMs and datasets, on a single-dataset run too); ``condition = all`` pools
+    every condition and policy (a retriever's overall F1, §5.4). The interval resamples questions."""
+    scores = _models(scores, models)
     rows = []
-    for (ds, ret, cond), g in scores.groupby(["dataset", "retriever", "condition"], sort=True):
+
+    def add(g, ds, ret, cond):
         # one value per question (mean over models, policies and runs): the resampling unit
-        per_q = g.groupby("qid")["final_f1"].mean().to_numpy()
+        per_q = g.groupby(["dataset", "qid"])["final_f1"].mean().to_numpy()
         ci = bootstrap_ci(per_q, n_resamples=n_resamples, seed=seed)
         rows.append({"dataset": ds, "retriever": ret, "condition": cond, "mean_f1": ci["mean"],
                      "ci_low": ci["ci_low"], "ci_high": ci["ci_high"], "n": ci["n"]})
-    if scores["dataset"].nunique() > 1:
-        for (ret, cond), g in scores.groupby(["retriever", "condition"], sort=True):
-            per_q = g.groupby(["dataset", "qid"])["final_f1"].mean().to_numpy()
-            ci = bootstrap_ci(per_q, n_resamples=n_resamples, seed=seed)
-            rows.append({"dataset": "all", "retriever": ret, "condition": cond, "mean_f1": ci["mean"],
-                         "ci_low": ci["ci_low"], "ci_high": ci["ci_high"], "n": ci["n"]})
+
+    for (ds, ret, cond), g in scores.groupby(["dataset", "retriever", "condition"], sort=True):
+        add(g, ds, ret, cond)
+    for (ds, ret), g in scores.groupby(["dataset", "retriever"], sort=True):
+        add(g, ds, ret, "all")
+    for (ret, cond), g in scores.groupby(["retriever", "condition"], sort=True):
+        add(g, "all", ret, cond)
+    for ret, g in scores.groupby("retriever", sort=True):
+        add(g, "all", ret, "all")
     return pd.DataFrame(rows)
 
 
 # ---- decomposition, recovery ----------------------------------------------------------------
 
-def decomposition(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
+def decomposition(scores: pd.DataFrame, boot: dict, models=None) -> pd.DataFrame:
     """FULL -> CONCAT -> SHARDED per (dataset, model, retriever, SHARDED policy):
-    formulation loss = FULL - CONCAT, delivery loss = CONCAT - SHARDED, total = their sum."""
+    formulation loss = FULL - CONCAT, delivery loss = CONCAT - SHARDED, total = their sum; and
+    per retriever over all datasets and the pooled LLMs (``models``; all by default)."""
     rows = []
     for (ds, model, ret), g in scores.groupby(CELL, sort=True):
         full, concat = (_per_question(g[g.condition == c], "final_f1") for c in ("FULL", "CONCAT"))
@@ -156,7 +203,7 @@ def decomposition(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
                 "delivery_share": (deliv["mean_diff"] / total["mean_diff"]
                                    if abs(total["mean_diff"]) > 1e-12 else np.nan),
             })
-    return pd.DataFrame(rows + _pooled_decomposition(scores, boot))
+    return pd.DataFrame(rows + _pooled_decomposition(_models(scores, models), boot))
 
 
 def _pair_means(scores: pd.DataFrame, cond: str, policies=None) -> pd.Series:
@@ -246,10 +293,13 @@ def recovery(scores: pd.DataFrame, boot: dict) -> pd.DataFrame:
 
 # ---- reliability --------------------------------------------------------------------------
 
-def aptitude_unreliability(scores: pd.DataFrame, boot: dict, analysis: dict, closed_retrievers=None) -> pd.DataFrame:
+def aptitude_unreliability(scores: pd.DataFrame, boot: dict, analysis: dict, closed_retrievers=None,
+                           pool: dict | None = None) -> pd.DataFrame:
     """Aptitude (P90 of F1 over a question's runs) and unreliability (P90 - P10) per cell, and,
-    when ``closed_retrievers`` is given, pooled like the paper's Table 8 and §5.4: per LLM and
-    over all LLMs (``dataset`` and ``retriever`` = all: every retriever that retrieves), with
+    when ``closed_retrievers`` or ``pool`` is given, pooled like the paper's Table 8 and §5.4
+    (``dataset`` = all): per LLM over the pooled retrievers (``retriever`` = all), over the pooled
+    LLMs and retrievers (both ``all``), and per retrieval method over the pooled LLMs (``model`` =
+    all; PoG too, its own row: §B.3 holds every model and every retrieval method to a rise), with
     intervals resampling questions."""
     hi, lo = analysis.get("aptitude_percentile", 90), analysis.get("unreliability_low", 10)
     rows = []
@@ -264,9 +314,13 @@ def aptitude_unreliability(scores: pd.DataFrame, boot: dict, analysis: dict, clo
                      "aptitude": a_ci["mean"], "aptitude_ci_low": a_ci["ci_low"], "aptitude_ci_high": a_ci["ci_high"],
                      "unreliability": u_ci["mean"], "unreliability_ci_low": u_ci["ci_low"],
                      "unreliability_ci_high": u_ci["ci_high"]})
-    paired: dict = {}  # (model, policy) of a pooled SHARDED row -> (paired units, their mean FULL unreliability)
-    if closed_retrievers is not None:
-        rows += _pooled_reliability(scores[~scores.retriever.isin(closed_retrievers)], boot, hi, lo, paired)
+    paired: dict = {}  # (model, retriever, policy) of a pooled SHARDED row -> (paired units, mean FULL unreliability)
+    if closed_retrievers is not None or pool is not None:
+        rets, models = pool_of(scores, closed_retrievers, pool)
+        pooled = scores[scores.retriever.isin(rets)]
+        rows += _pooled_reliability(pooled, boot, hi, lo, paired, by=("", "model"), models=models)
+        retrieving = scores[~scores.retriever.isin(list(closed_retrievers or [])) & scores.model.isin(models)]
+        rows += _pooled_reliability(retrieving, boot, hi, lo, paired, by=("retriever",))
     out = pd.DataFrame(rows)
     out.attrs["blank_reasons"] = _reliability_blanks(paired)
     return out
@@ -281,7 +335,7 @@ def _reliability_blanks(paired: dict) -> dict:
     def change(row, relative=False):
         if row["dataset"] != "all" or row["condition"] != "SHARDED":
             return only
-        n, full = paired.get((row["model"], row["policy"]), (None, None))
+        n, full = paired.get((row["model"], row["retriever"], row["policy"]), (None, None))
         if n == 0:
             return "no FULL unit (LLM, retriever, question) pairs with these SHARDED ones"
         if relative and n and full == 0:
@@ -294,8 +348,11 @@ def _reliability_blanks(paired: dict) -> dict:
             "unreliability_relative_rise": lambda row: change(row, relative=True)}
 
 
-def _pooled_reliability(scores: pd.DataFrame, boot: dict, hi: float, lo: float,
-                        paired: dict | None = None) -> list[dict]:
+def _pooled_reliability(scores: pd.DataFrame, boot: dict, hi: float, lo: float, paired: dict | None = None,
+                        by=("", "model"), models=None) -> list[dict]:
+    """Table 8's pooled rows over ``scores``' units (LLM, retriever, question): for each of ``by``,
+    over all of them (``""``, only the ``models`` LLMs when given) or one row per LLM (``model``)
+    or per retriever (``retriever``); the SHARDED rows carry the changes from FULL."""
     from convrag.stats.bootstrap import cluster_bootstrap_ci
 
     if scores.empty:
@@ -305,23 +362,24 @@ def _pooled_reliability(scores: pd.DataFrame, boot: dict, hi: float, lo: float,
                   mean_f1="mean").reset_index())
     per_q["cluster"] = per_q.dataset + "/" + per_q.qid
     rows = []
-    for by_model in (False, True):
-        keys = ["condition", "policy", *(["model"] if by_model else [])]
-        for key, g in per_q.groupby(keys, sort=True):
+    for part in by:
+        units = per_q if part or models is None else per_q[per_q.model.isin(list(models))]
+        keys = ["condition", "policy", *([part] if part else [])]
+        for key, g in units.groupby(keys, sort=True):
             k = dict(zip(keys, key))
-            row = {"dataset": "all", "model": k.get("model", "all"), "retriever": "all", "condition": k["condition"],
-                   "policy": k["policy"], "n_questions": g.cluster.nunique(), "runs_per_question": np.nan,
-                   "mean_f1": g.mean_f1.mean()}
+            row = {"dataset": "all", "model": k.get("model", "all"), "retriever": k.get("retriever", "all"),
+                   "condition": k["condition"], "policy": k["policy"], "n_questions": g.cluster.nunique(),
+                   "runs_per_question": np.nan, "mean_f1": g.mean_f1.mean()}
             for col in ("aptitude", "unreliability"):
                 ci = cluster_bootstrap_ci(g[col].to_numpy(), g.cluster.tolist(), boot.get("n_resamples", 1000),
                                           boot.get("seed", 0))
                 row.update({col: ci["mean"], f"{col}_ci_low": ci["ci_low"], f"{col}_ci_high": ci["ci_high"]})
             if k["condition"] == "SHARDED":  # the changes FULL -> SHARDED, paired per (LLM, retriever, question)
-                full = per_q[(per_q.condition == "FULL") & ((per_q.model == k["model"]) if by_model else True)]
+                full = units[(units.condition == "FULL") & ((units[part] == k[part]) if part else True)]
                 change = _reliability_change(full, g, boot)
-                units = change.pop("_paired", 0), change.pop("_full_unreliability", np.nan)
+                n_units = change.pop("_paired", 0), change.pop("_full_unreliability", np.nan)
                 if paired is not None:  # for the blank reasons
-                    paired[(row["model"], row["policy"])] = units
+                    paired[(row["model"], row["retriever"], row["policy"])] = n_units
                 row.update(change)
             rows.append(row)
     return rows
@@ -429,8 +487,13 @@ def complete_coverage_by_dataset(scores: pd.DataFrame, boot: dict, metric: str =
                 row.update(questions=res["n_clusters"], f1_full=res["mean_a"], f1_sharded=res["mean_b"],
                            gap=res["mean_diff"], ci_low=res["ci_low"], ci_high=res["ci_high"],
                            significant=bool(res["ci_low"] > 0 or res["ci_high"] < 0))
+            if ds == "all":  # §B.4: significant declines on four of five datasets
+                row["significant_datasets"] = sum(r["policy"] == policy and r.get("significant") is True
+                                                  and r["ci_low"] > 0 for r in rows)
             rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out.attrs["blank_reasons"] = {"significant_datasets": "counted on the rows over all datasets (dataset = all)"}
+    return out
 
 
 # ---- judge ----------------------------------------------------------------------------------
@@ -472,8 +535,18 @@ def judge_gap_correlation(scores: pd.DataFrame, boot: dict | None = None) -> tup
     retriever) configurations, the LLM judge's FULL - SHARDED accuracy gap against the F1 gap
     (per-question means over runs, then means over questions): their correlation, the mean of
     each gap and of their difference (F1 gap - judge gap: a judge that reverses the finding
-    would make it large) with 95% intervals resampling questions. Returns (summary, pairs)."""
+    would make it large) with 95% intervals resampling questions; and ``reversals``, the
+    configurations whose gap is a significant decline in F1 and a significant improvement under
+    the judge (§B.5: none), each configuration's two gaps with 95% intervals resampling its
+    questions (in the pairs). Returns (summary, pairs)."""
     from convrag.stats.bootstrap import cluster_bootstrap_ci
+
+    def interval(gaps: pd.Series) -> tuple[float, float]:
+        x = gaps.dropna().to_numpy(float)
+        if not len(x):
+            return np.nan, np.nan
+        ci = bootstrap_ci(x, boot.get("n_resamples", 1000), boot.get("seed", 0))
+        return ci["ci_low"], ci["ci_high"]
 
     boot = boot or {"n_resamples": 1000, "seed": 0}
     pairs, per_q = [], []
@@ -486,8 +559,11 @@ def judge_gap_correlation(scores: pd.DataFrame, boot: dict | None = None) -> tup
             sj, sf = _per_question(sh, "judge_correct"), _per_question(sh, "final_f1")
             qs = ff.index.intersection(sf.index)
             f1_gap, judge_gap = ff[qs] - sf[qs], fj[qs] - sj[qs]
+            (f_lo, f_hi), (j_lo, j_hi) = interval(f1_gap), interval(judge_gap)
             pairs.append({"dataset": ds, "model": model, "retriever": ret, "policy": policy,
-                          "f1_gap": f1_gap.mean(), "judge_gap": judge_gap.mean()})
+                          "f1_gap": f1_gap.mean(), "judge_gap": judge_gap.mean(), "f1_gap_ci_low": f_lo,
+                          "f1_gap_ci_high": f_hi, "judge_gap_ci_low": j_lo, "judge_gap_ci_high": j_hi,
+                          "reversed": bool(f_lo > 0 and j_hi < 0)})
             per_q += [{"policy": policy, "cluster": f"{ds}/{q}", "f1_gap": a, "judge_gap": b}
                       for q, a, b in zip(qs, f1_gap, judge_gap)]
     df, q = pd.DataFrame(pairs), pd.DataFrame(per_q)
@@ -496,7 +572,8 @@ def judge_gap_correlation(scores: pd.DataFrame, boot: dict | None = None) -> tup
     for policy in [*policies, *(["all"] if len(policies) > 1 else [])]:
         d = df if policy == "all" else df[df.policy == policy]
         ok = d.dropna(subset=["f1_gap", "judge_gap"])
-        row = {"policy": policy, "pairs": len(d), "pairs_with_both": len(ok), **_correlation(ok.f1_gap, ok.judge_gap, boot)}
+        row = {"policy": policy, "pairs": len(d), "pairs_with_both": len(ok), "reversals": int(d.reversed.sum()),
+               **_correlation(ok.f1_gap, ok.judge_gap, boot)}
         qq = (q if policy == "all" else q[q.policy == policy]).dropna(subset=["f1_gap", "judge_gap"])
         if len(qq):
             for name, values in (("f1_gap", qq.f1_gap), ("judge_gap", qq.judge_gap),
@@ -506,17 +583,18 @@ def judge_gap_correlation(scores: pd.DataFrame, boot: dict | None = None) -> tup
                 row.update({name: ci["mean"], f"{name}_ci_low": ci["ci_low"], f"{name}_ci_high": ci["ci_high"]})
         rows.append(row)
     if not rows:
-        rows = [{"policy": "all", "pairs": 0, "pairs_with_both": 0, **_correlation([], [], boot)}]
+        rows = [{"policy": "all", "pairs": 0, "pairs_with_both": 0, "reversals": 0, **_correlation([], [], boot)}]
     return pd.DataFrame(rows), df
 
 
 # ---- categories, dependency order ---------------------------------------------------------------
 
-def response_categories(turns: pd.DataFrame, closed_retrievers=None, boot: dict | None = None) -> pd.DataFrame:
+def response_categories(turns: pd.DataFrame, closed_retrievers=None, boot: dict | None = None,
+                        pool: dict | None = None) -> pd.DataFrame:
     """Share of assistant turns per category, per (retriever, condition, policy); turns the
-    classifier could not label are the ``unlabelled`` share. With ``closed_retrievers``: also
-    the retrieval-based turns pooled (``retriever = all``, the paper's §A.2), each share with a
-    95% interval resampling questions."""
+    classifier could not label are the ``unlabelled`` share. With ``closed_retrievers`` or
+    ``pool``: also the retrieval-based turns of the pooled retrievers and LLMs (``retriever =
+    all``, the paper's §A.2), each share with a 95% interval resampling questions."""
     from convrag.stats.bootstrap import cluster_bootstrap_ci
 
     t = turns.copy()
@@ -526,9 +604,10 @@ def response_categories(turns: pd.DataFrame, closed_retrievers=None, boot: dict 
         counts = g["category"].value_counts()
         rows.append({**dict(zip(["retriever", "condition", "policy"], key)), "turns": len(g),
                      **{c: counts.get(c, 0) / len(g) for c in (*CATEGORIES, "unlabelled")}})
-    if closed_retrievers is not None and "qid" in t:
+    if (closed_retrievers is not None or pool is not None) and "qid" in t:
         boot = boot or {"n_resamples": 1000, "seed": 0}
-        open_t = t[~t.retriever.isin(closed_retrievers)]
+        rets, models = pool_of(t, closed_retrievers, pool)
+        open_t = t[t.retriever.isin(rets) & (t.model.isin(models) if "model" in t else True)]
         for (cond, pol), g in open_t.groupby(["condition", "policy"], sort=True):
             clusters = (g.dataset + "/" + g.qid).tolist()
             row = {"retriever": "all", "condition": cond, "policy": pol, "turns": len(g)}
@@ -620,7 +699,7 @@ def closed_book_retention(scores: pd.DataFrame, closed_retrievers: list[str],
         rows.append({"dataset": ds, "model": model, "n_questions": len(common), "f1_full_closed": f,
                      "f1_concat_closed": c, "retention": c / f if f > 0 else np.nan})
     closed = _closed(scores, closed_retrievers)
-    if closed["dataset"].nunique() > 1:  # over all datasets, per LLM: a ratio of means, CI resampling questions
+    if len(closed):  # over all datasets (a single dataset's run too), per LLM: a ratio of means, CI resampling questions
         from convrag.stats.bootstrap import bootstrap_statistic
 
         for model, g in closed.groupby("model", sort=True):
@@ -685,19 +764,24 @@ def recall_by_turn(turns: pd.DataFrame) -> pd.DataFrame:
     return per_turn.merge(pd.DataFrame(rows), on=[*keys, "turn"], how="left")
 
 
-def recall_summary(scores: pd.DataFrame, closed_retrievers: list[str], boot: dict) -> pd.DataFrame:
+def recall_summary(scores: pd.DataFrame, closed_retrievers: list[str], boot: dict,
+                   pool: dict | None = None) -> pd.DataFrame:
     """Recall@k of the supporting passages by each conversation's last turn (cumulative over its
     turns; for one-turn FULL and CONCAT, that turn's Recall@k): per dataset, retriever, condition
-    and policy, and as the paper's §5.4 pools it, over all datasets and LLMs per retriever and over
-    every retriever that retrieves (``retriever = all``); SHARDED also with both policies pooled
-    (``policy = all``). Intervals resample questions."""
-    from convrag.stats.bootstrap import cluster_bootstrap_ci
+    and policy, and as the paper's §5.4 pools it, over all datasets and the pooled LLMs per
+    retriever (PoG too, its own row) and over the pooled retrievers (``retriever = all``);
+    SHARDED also with both policies pooled (``policy = all``). The pooled rows of a condition other
+    than FULL also give their recall minus FULL's over the same (LLM, retriever, question) units
+    (``vs_full``: §5.4's "exceeds FULL for every retriever"). Intervals resample questions."""
+    from convrag.stats.bootstrap import cluster_bootstrap_ci, paired_cluster_bootstrap
 
     s = scores[~scores.retriever.isin(closed_retrievers)].dropna(subset=["final_cum_recall"])
     if s.empty:
         return pd.DataFrame()
+    rets, models = pool_of(s, closed_retrievers, pool)
     s = s.assign(cluster=s.dataset + "/" + s.qid)
     n, seed = boot.get("n_resamples", 1000), boot.get("seed", 0)
+    unit = ["model", "retriever", "cluster"]
     rows = []
 
     def add(g, **key):
@@ -706,16 +790,38 @@ def recall_summary(scores: pd.DataFrame, closed_retrievers: list[str], boot: dic
         rows.append({**key, "questions": ci["n_clusters"], "conversations": len(g), "recall": ci["mean"],
                      "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]})
 
+    def vs_full(g, full):
+        if g.condition.iloc[0] == "FULL" or full.empty:
+            return
+        a, b = g.groupby(unit)["final_cum_recall"].mean(), full.groupby(unit)["final_cum_recall"].mean()
+        idx = a.index.intersection(b.index)
+        if len(idx):
+            r = paired_cluster_bootstrap(a[idx].to_numpy(), b[idx].to_numpy(), list(idx.get_level_values("cluster")),
+                                         n_resamples=n, seed=seed)
+            rows[-1].update(vs_full=r["mean_diff"], vs_full_ci_low=r["ci_low"], vs_full_ci_high=r["ci_high"])
+
     for (ds, ret, cond, pol), g in s.groupby(["dataset", "retriever", "condition", "policy"], sort=True):
         add(g, dataset=ds, retriever=ret, condition=cond, policy=pol)
+    mine = s[s.model.isin(models)]
     for ret in [*sorted(s.retriever.unique()), "all"]:
-        r = s if ret == "all" else s[s.retriever == ret]
+        r = mine[mine.retriever.isin(rets)] if ret == "all" else mine[mine.retriever == ret]
+        full = r[r.condition == "FULL"]
         for (cond, pol), g in r.groupby(["condition", "policy"], sort=True):
             add(g, dataset="all", retriever=ret, condition=cond, policy=pol)
+            vs_full(g, full)
         sh = r[r.condition == "SHARDED"]
         if sh.policy.nunique() > 1:
             add(sh, dataset="all", retriever=ret, condition="SHARDED", policy="all")
-    return pd.DataFrame(rows)
+            vs_full(sh, full)
+    out = pd.DataFrame(rows)
+
+    def why(row):
+        if row["dataset"] != "all":
+            return "the difference from FULL is given on the pooled rows (dataset = all)"
+        return "FULL is the reference" if row["condition"] == "FULL" else "no FULL units paired with these"
+
+    out.attrs["blank_reasons"] = {c: why for c in ("vs_full", "vs_full_ci_low", "vs_full_ci_high")}
+    return out
 
 
 # ---- retrieval cost (appendix: PoG vs ToG-2) -------------------------------------------------------
@@ -798,13 +904,15 @@ def pooled_recovery(full, sharded, recovered, clusters, boot: dict) -> dict:
     return out
 
 
-def recovery_for(scores: pd.DataFrame, boot: dict, policy: str, conditions: tuple[str, ...]) -> pd.DataFrame:
-    """The paper's Figures 5 and 6: per retriever and dataset, and over all datasets, the share
-    of the FULL-SHARDED gap each condition recovers under one policy, pooled over the LLMs
-    (``pooled_recovery``; intervals resample questions). A cell without a positive gap keeps its
-    row with a NaN recovery and says so (``note``)."""
+def recovery_for(scores: pd.DataFrame, boot: dict, policy: str, conditions: tuple[str, ...],
+                 models=None) -> pd.DataFrame:
+    """The paper's Figures 5 and 6: per retriever and dataset, and over all datasets (on a
+    single-dataset run too), the share of the FULL-SHARDED gap each condition recovers under one
+    policy, pooled over the LLMs (``models``: the config's pool; ``pooled_recovery``; intervals
+    resample questions). A cell without a positive gap keeps its row with a NaN recovery and says
+    so (``note``)."""
     rows = []
-    for ret, g in scores.groupby("retriever", sort=True):
+    for ret, g in _models(scores, models).groupby("retriever", sort=True):
         full, sh = _question_means(g, "FULL"), _question_means(g, "SHARDED", policy)
         for cond in conditions:
             rec = _question_means(g, cond, policy)
@@ -812,7 +920,7 @@ def recovery_for(scores: pd.DataFrame, boot: dict, policy: str, conditions: tupl
             if idx.empty:
                 continue
             datasets = idx.get_level_values("dataset")
-            for ds in [*sorted(set(datasets)), *(["all"] if len(set(datasets)) > 1 else [])]:
+            for ds in [*sorted(set(datasets)), "all"]:
                 k = idx if ds == "all" else idx[datasets == ds]
                 clusters = [f"{d}/{q}" for d, q in zip(k.get_level_values("dataset"), k.get_level_values("qid"))]
                 res = pooled_recovery(full[k], sh[k], rec[k], clusters, boot)
@@ -837,7 +945,7 @@ def full_vs_sharded_of(scores: pd.DataFrame, retrievers: list[str], boot: dict) 
     for (ret, policy), sh in s[s.condition == "SHARDED"].groupby(["retriever", "policy"], sort=True):
         full, shq = _pair_means(s[s.retriever == ret], "FULL"), _pair_means(sh, "SHARDED")
         idx = full.index.intersection(shq.index)
-        if len(idx) and idx.get_level_values("dataset").nunique() > 1:  # over all datasets and LLMs
+        if len(idx):  # over all datasets and LLMs (a single dataset's run too)
             r = _clustered(full, shq, idx, boot)
             rows.append({"dataset": "all", "retriever": ret, "policy": policy,
                          "models": idx.get_level_values("model").nunique(), "f1_full": r["mean_a"],
@@ -847,16 +955,20 @@ def full_vs_sharded_of(scores: pd.DataFrame, retrievers: list[str], boot: dict) 
 
 
 def ceiling_and_floor(scores: pd.DataFrame, boot: dict, analysis: dict, closed_retrievers: list[str],
-                      policy: str = "history") -> pd.DataFrame:
+                      policy: str = "history", pool: dict | None = None) -> pd.DataFrame:
     """The paper's Figure 8 (§B.3): aptitude (the ceiling, P90 of F1 over runs) and the floor
     (P10), FULL against SHARDED under one policy (the paper's: HISTORY; closed book has only
-    ``none``), with retrieval (every open retriever) and without (closed book), per dataset and
-    over all datasets (``all``), averaged over the (LLM, retriever, question) units of each group;
+    ``none``), with retrieval (the pooled retrievers: the paper's main methods by default), without
+    (closed book), and for each retriever outside the pool on its own (``retrieval`` = its name:
+    PoG), over the pooled LLMs, per dataset and over all datasets (``all``), averaged over the
+    (LLM, retriever, question) units of each group;
     floor = aptitude - unreliability per question. The SHARDED rows carry the falls FULL ->
     SHARDED of the ceiling and the floor, paired per unit, with 95% intervals resampling questions."""
     from convrag.stats.bootstrap import paired_cluster_bootstrap
 
     hi, lo = analysis.get("aptitude_percentile", 90), analysis.get("unreliability_low", 10)
+    rets, models = pool_of(scores, closed_retrievers, pool)
+    scores = scores[scores.model.isin(models)]
     s = scores[(scores.condition == "FULL") | ((scores.condition == "SHARDED") & scores.policy.isin([policy, "none"]))]
     if s.empty:
         return pd.DataFrame()
@@ -865,10 +977,11 @@ def ceiling_and_floor(scores: pd.DataFrame, boot: dict, analysis: dict, closed_r
              .agg(ceiling=lambda v: aptitude(list(v), hi), unreliability=lambda v: unreliability(list(v), hi, lo))
              .reset_index())
     per_q["floor"] = per_q.ceiling - per_q.unreliability
-    per_q["retrieval"] = np.where(per_q.retriever.isin(closed_retrievers), "closed book", "with retrieval")
+    per_q["retrieval"] = np.where(per_q.retriever.isin(closed_retrievers), "closed book",
+                                  np.where(per_q.retriever.isin(rets), "with retrieval", per_q.retriever))
     rows = []
     datasets = sorted(per_q.dataset.unique())
-    for ds in [*datasets, *(["all"] if len(datasets) > 1 else [])]:
+    for ds in [*datasets, "all"]:
         d = per_q if ds == "all" else per_q[per_q.dataset == ds]
         for retrieval, g in d.groupby("retrieval", sort=True):
             full = g[g.condition == "FULL"].set_index(unit)
@@ -891,17 +1004,35 @@ def ceiling_and_floor(scores: pd.DataFrame, boot: dict, analysis: dict, closed_r
     return pd.DataFrame(rows)
 
 
-def coverage_decline_by_model(scores: pd.DataFrame, boot: dict, metric: str = "best_f1") -> pd.DataFrame:
+def coverage_decline_by_model(scores: pd.DataFrame, boot: dict, metric: str = "best_f1",
+                              sizes: dict | None = None) -> pd.DataFrame:
     """The paper's Figure 9 (§B.4, like Table 9): per LLM, the FULL-SHARDED decline in BEST F1
     on the complete-coverage pairs, averaged over datasets and retrievers (cells without covered
-    pairs left out)."""
+    pairs left out), with the mean FULL and SHARDED F1 on them and what SHARDED retains of FULL
+    (their ratio: §B.4's "about three quarters", "over 90%"). ``sizes`` (LLM -> billions of
+    parameters, None when undisclosed) adds each LLM's size and its rank from the smallest
+    (``size_rank`` 1, 2, ...; blank for an undisclosed size), so "the four smallest models" are
+    the rows of rank 1 to 4 whatever their names."""
     cc = complete_coverage(scores, boot, metric)
     if cc.empty or "gap_covered" not in cc:
         return pd.DataFrame()
     cc = cc.dropna(subset=["gap_covered"])
-    return (cc.groupby(["model", "policy", "metric"], sort=True)
-            .agg(cells=("retriever", "size"), covered_pairs=("covered_pairs", "sum"),
-                 gap_covered=("gap_covered", "mean"), gap_all=("gap_all", "mean")).reset_index())
+    out = (cc.groupby(["model", "policy", "metric"], sort=True)
+           .agg(cells=("retriever", "size"), covered_pairs=("covered_pairs", "sum"),
+                gap_covered=("gap_covered", "mean"), gap_all=("gap_all", "mean"),
+                f1_full_covered=("f1_full_covered", "mean"), f1_sharded_covered=("f1_sharded_covered", "mean"))
+           .reset_index())
+    out["retention"] = out.f1_sharded_covered / out.f1_full_covered.where(out.f1_full_covered > 0)
+    known = {m: b for m, b in (sizes or {}).items() if b is not None}
+    ranks = {m: i + 1 for i, m in enumerate(sorted(known, key=lambda m: (known[m], m)))}
+    out["size_b"] = out.model.map(known)
+    out["size_rank"] = out.model.map(ranks).astype("Int64")  # an integer in the CSV (the published map names 1-4)
+    undisclosed = (lambda row: "the registry gives no size for this model (params_b: null)"
+                   if sizes and row["model"] in sizes else "the run gives no model sizes")
+    out.attrs["blank_reasons"] = {
+        "size_b": undisclosed, "size_rank": undisclosed,
+        "retention": lambda row: "FULL F1 on the covered pairs is 0 (a ratio over 0 is undefined)"}
+    return out
 
 
 # ---- §A.2 shard-wording variability ----------------------------------------------------------
@@ -948,3 +1079,55 @@ def shard_wording(variability: list[dict], boot: dict) -> pd.DataFrame:
               "distinct_shard_counts": float(df.distinct_shard_counts.mean()),
               "pass_share": float((df.pass_share * df.samples).sum() / n_samples) if n_samples else np.nan}
     return pd.concat([df, pd.DataFrame([pooled])], ignore_index=True)[WORDING_COLUMNS]
+
+
+# ---- §A.2 wording across simulated conversations ------------------------------------------------
+
+SIMULATED_WORDING_COLUMNS = ["dataset", "qid", "questions", "simulations", "distinct_openings", "opening_identical",
+                             "most_varied_shard", "max_distinct_forms", "ci_low", "ci_high"]
+
+
+def simulated_wording(scores: pd.DataFrame, boot: dict, simulations: int = 15) -> pd.DataFrame:
+    """§A.2: how the user simulator words the same shards across simulated conversations. Per
+    question, over its first ``simulations`` SHARDED conversations (in conversation-id order; the
+    paper counts 15 and does not say which): how many distinct openings (the first user message,
+    wording normalised as ``normalise_wording``) and, for the shard sent in the most distinct forms
+    (the paper's example is one shard of one question), how many forms. A pooled row (``dataset``
+    and ``qid`` ``all``): the mean of those counts over questions (a 95% interval resampling
+    questions for the forms), the largest number of distinct openings, and the share of questions
+    whose opening was identical in every simulation (``opening_identical``)."""
+    import json
+
+    if "shard_forms" not in scores:
+        return pd.DataFrame(columns=SIMULATED_WORDING_COLUMNS)
+    sh = scores[(scores.condition == "SHARDED") & scores.shard_forms.notna()].sort_values("conv_id")
+    rows = []
+    for (ds, qid), g in sh.groupby(["dataset", "qid"], sort=True):
+        g = g.head(simulations)
+        forms: dict[str, set] = {}
+        for f in g.shard_forms:
+            for shard, key in json.loads(f).items():
+                forms.setdefault(shard, set()).add(key)
+        later = {k: v for k, v in forms.items() if k != "1"}  # shard 1 is the opening, sent as written
+        most = max(later, key=lambda k: (len(later[k]), -int(k))) if later else None
+        openings = g.opening.nunique()
+        rows.append({"dataset": ds, "qid": qid, "questions": 1, "simulations": len(g), "distinct_openings": openings,
+                     "opening_identical": float(openings == 1), "most_varied_shard": most,
+                     "max_distinct_forms": len(later[most]) if most else np.nan, "ci_low": np.nan, "ci_high": np.nan})
+    if not rows:
+        return pd.DataFrame(columns=SIMULATED_WORDING_COLUMNS)
+    df = pd.DataFrame(rows)
+    have = df.max_distinct_forms.dropna().to_numpy(float)
+    ci = bootstrap_ci(have, boot["n_resamples"], boot["seed"]) if len(have) else {"mean": np.nan, "ci_low": np.nan,
+                                                                                  "ci_high": np.nan}
+    pooled = {"dataset": "all", "qid": "all", "questions": len(df), "simulations": float(df.simulations.mean()),
+              "distinct_openings": int(df.distinct_openings.max()), "opening_identical": float(df.opening_identical.mean()),
+              "most_varied_shard": None, "max_distinct_forms": ci["mean"], "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]}
+    out = pd.concat([df, pd.DataFrame([pooled])], ignore_index=True)[SIMULATED_WORDING_COLUMNS]
+    out.attrs["blank_reasons"] = {
+        "most_varied_shard": lambda row: ("the pooled row is over questions" if row["qid"] == "all"
+                                          else "no shard after the opening was sent"),
+        "max_distinct_forms": "no shard after the opening was sent",
+        "ci_low": lambda row: "the interval is given on the pooled row (over questions)" if row["qid"] != "all" else None,
+        "ci_high": lambda row: "the interval is given on the pooled row (over questions)" if row["qid"] != "all" else None}
+    return out

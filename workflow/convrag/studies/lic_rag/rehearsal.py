@@ -6,6 +6,7 @@ before a GPU-week is spent (convrag.report.rehearsal). Questions and runs per ce
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,12 @@ def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int =
                     "best_em": float(f1s.max() > 0.9), "answered": True, "n_unanswered_turns": 0,
                     "judge_correct": float(rng.uniform() < f1s[-1]), "judge_method": "llm", "judge_parsed": True,
                     "order_kept": float(rng.uniform() < 0.9) if cond in MULTI_TURN else np.nan,
-                    "final_cum_recall": float(cum[-1])})
+                    "final_cum_recall": float(cum[-1]),
+                    # §A.2's wording keys: the opening as written, each later shard in one of a few forms
+                    "opening": f"{qid}-opening" if cond in MULTI_TURN else None,
+                    "shard_forms": json.dumps({"1": f"{qid}-s1", **{str(k): f"{qid}-s{k}-{rng.integers(0, 6)}"
+                                                                    for k in range(2, SHARDS + 1)}})
+                    if cond == "SHARDED" else None})
                 for t in range(n):
                     turns.append({
                         "conv_id": cid, "dataset": ds, "model": model, "retriever": ret, "condition": cond,

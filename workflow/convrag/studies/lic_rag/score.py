@@ -5,10 +5,16 @@ conversations or calls a model. Per turn: SQuAD EM/F1 of the extracted answer (m
 aliases), Recall@k of the supporting passages among the turn's retrieved passages and the
 cumulative recall over the conversation so far (ir_measures), the response category, the
 retriever's LLM cost. Per conversation: final and BEST EM/F1, the judge's verdict, whether
-the shards were revealed in dependency order.
+the shards were revealed in dependency order, and, for §A.2's wording counts (how the user
+simulator words one shard across simulations, whether the opening is the same), a short hash of
+the normalised opening message and of each shard as a SHARDED conversation's user sent it (the
+texts stay in the conversation files; hashes keep the score table small).
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
 
 import numpy as np
 import pandas as pd
@@ -29,6 +35,29 @@ def _order_kept(c: Conversation) -> float:
         return np.nan
     ids = [t["shard_id"] for t in c.turns if t["role"] == "user" and t.get("shard_id")]
     return float(all(a < b for a, b in zip(ids, ids[1:])))
+
+
+def wording_key(text: str) -> str:
+    """A message's wording, normalised as §A.2's counts compare it (``analyses.normalise_wording``:
+    case, punctuation and spacing ignored), as a 12-hex-digit hash."""
+    from convrag.studies.lic_rag.analyses import normalise_wording
+
+    return hashlib.sha1(normalise_wording(text or "").encode("utf-8")).hexdigest()[:12]
+
+
+def _wordings(c: Conversation) -> tuple[str | None, str | None]:
+    """(opening, shard forms) of a multi-turn conversation: the wording key of its first user
+    message, and for SHARDED, ``{shard id: wording key}`` of the user turns that revealed a shard
+    (as JSON); None where they do not apply (one-turn conditions; RECAP and SNOWBALL restate
+    shards, so their turns are not one shard's wording)."""
+    if c.condition not in MULTI_TURN:
+        return None, None
+    users = [t for t in c.turns if t["role"] == "user"]
+    opening = wording_key(users[0]["text"]) if users else None
+    if c.condition != "SHARDED":
+        return opening, None
+    forms = {str(t["shard_id"]): wording_key(t["text"]) for t in users if t.get("shard_id")}
+    return opening, json.dumps(forms, sort_keys=True)
 
 
 def score_conversations(conv_paths: list[str], question_paths: list[str], recall_k: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -68,6 +97,7 @@ def score_conversations(conv_paths: list[str], question_paths: list[str], recall
                     "retrieval_parse_failures": cost.get("parse_failures", 0),
                 })
             j = c.judgment or {}
+            opening, forms = _wordings(c)
             conv_rows.append({
                 "conv_id": c.conv_id, **{k: getattr(c, k) for k in KEYS}, "qid": c.qid, "run": c.run,
                 "hops": q.hops, "n_turns": len(a_turns),
@@ -77,7 +107,7 @@ def score_conversations(conv_paths: list[str], question_paths: list[str], recall
                 "answered": c.answered, "n_unanswered_turns": c.n_unanswered_turns,
                 "judge_correct": (np.nan if j.get("correct") is None else float(j["correct"])),
                 "judge_method": j.get("method"), "judge_parsed": j.get("parsed"),
-                "order_kept": _order_kept(c),
+                "order_kept": _order_kept(c), "opening": opening, "shard_forms": forms,
             })
     turns = pd.DataFrame(turn_rows)
     convs = pd.DataFrame(conv_rows)

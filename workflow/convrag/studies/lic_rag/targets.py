@@ -30,9 +30,18 @@ def _boot(ctx: dict) -> tuple[int, int]:
     return ctx["boot"]["n_resamples"], ctx["boot"]["seed"]
 
 
+def _panels(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows a figure shows one panel per dataset of: on a single-dataset run the rows over all
+    datasets (kept in the data file, where the published map reads them) repeat that dataset's,
+    so the figure leaves them out."""
+    real = set(df.dataset) - {"all"}
+    return df[df.dataset != "all"] if len(real) == 1 else df
+
+
 def _fig_delivery(df, stem):
     from convrag.report import figures
 
+    df = _panels(df[df.condition != "all"])  # condition "all" (overall F1) is in the data file, not a bar
     figures.grouped_bars(df, stem, x="retriever", hue="condition", y="mean_f1", lo="ci_low", hi="ci_high",
                          panel="dataset", ylabel="mean F1 (95% CI)", ylim=(0, 1), hue_order=CONDITIONS)
 
@@ -114,10 +123,24 @@ def _fig_categories(df, stem):
 def _recovery_pooled(scores: pd.DataFrame, ctx: dict) -> pd.DataFrame:
     """RECAP and SNOWBALL recovery pooled over the LLMs under every policy (Figures 5 and 6 show two
     of these; §B.1 also gives SNOWBALL under CURRENT)."""
-    parts = [A.recovery_for(scores, ctx["boot"], p, ("RECAP", "SNOWBALL"))
+    parts = [A.recovery_for(scores, ctx["boot"], p, ("RECAP", "SNOWBALL"), _pooled_models(ctx))
              for p in sorted(scores.policy.unique()) if p != "none"]
     parts = [x for x in parts if not x.empty]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _pooled_models(ctx: dict) -> list[str] | None:
+    """The LLMs the pooled rows average over (``lic_rag.analysis.pooled_models``; None: all)."""
+    return (ctx.get("pool") or {}).get("models")
+
+
+def _outside_pool(scores: pd.DataFrame, ctx: dict) -> list[str]:
+    """The retrievers of ``scores`` that retrieve but are outside the pool (PoG by default): the
+    paper counts its conversations without them (§4: PoG of the appendix apart)."""
+    pool = ctx.get("pool")
+    if pool is None:
+        return list(ctx.get("pog") or [])
+    return sorted(set(scores.retriever) - set(ctx["closed_retrievers"]) - set(pool["retrievers"]))
 
 
 def _coverage_cells(scores: pd.DataFrame, ctx: dict) -> pd.DataFrame:
@@ -147,13 +170,14 @@ def _fig_recovery_policy(df, stem):
             f"no cell has a positive FULL-SHARDED gap (mean F1 FULL - SHARDED <= 0 in all {len(df)} rows, "
             f"one per retriever, dataset and condition{span}), so there is no share of a gap to recover; the "
             f"rows and their gaps are in the data file")
-    figures.grouped_bars(df, stem, x="retriever", hue="condition", y="recovery", lo="ci_low", hi="ci_high",
+    figures.grouped_bars(_panels(df), stem, x="retriever", hue="condition", y="recovery", lo="ci_low", hi="ci_high",
                          panel="dataset", ylabel="share of the FULL-SHARDED gap recovered")
 
 
 def _fig_full_vs_sharded(df, stem):
     from convrag.report import figures
 
+    df = _panels(df)
     d = df.assign(label=df.retriever + "/" + df.policy)
     figures.grouped_bars(d.melt(id_vars=["dataset", "label"], value_vars=["f1_full", "f1_sharded"],
                                 var_name="condition", value_name="f1"),
@@ -163,6 +187,7 @@ def _fig_full_vs_sharded(df, stem):
 def _fig_ceiling_floor(df, stem):
     from convrag.report import figures
 
+    df = _panels(df)
     d = df.assign(label=df.retrieval + "/" + df.condition)
     figures.grouped_bars(d.melt(id_vars=["dataset", "label"], value_vars=["ceiling", "floor"], var_name="measure",
                                 value_name="f1"),
@@ -208,42 +233,50 @@ TARGETS = {t.name: t for t in [
     Target("datasets", "table", _datasets, inputs=("questions", "shards", "corpora")),
     # built only when lic_rag.sharding.variability is on (its artifact is None otherwise)
     Target("shard_wording", "table", _shard_wording, inputs=("shard_variability",)),
-    _t("table2_full_vs_sharded", "table", lambda s, t, c: A.table2(s, *_boot(c), closed_retrievers=c["closed_retrievers"])),
-    _t("decomposition", "table", lambda s, t, c: A.decomposition(s, c["boot"])),
+    _t("table2_full_vs_sharded", "table",
+       lambda s, t, c: A.table2(s, *_boot(c), closed_retrievers=c["closed_retrievers"], pool=c.get("pool"))),
+    _t("decomposition", "table", lambda s, t, c: A.decomposition(s, c["boot"], _pooled_models(c))),
     _t("recovery", "table", lambda s, t, c: A.recovery(s, c["boot"])),
     _t("table8_aptitude_unreliability", "table",
-       lambda s, t, c: A.aptitude_unreliability(s, c["boot"], c["analysis"], c["closed_retrievers"])),
+       lambda s, t, c: A.aptitude_unreliability(s, c["boot"], c["analysis"], c["closed_retrievers"], c.get("pool"))),
     _t("table9_complete_coverage", "table",
        lambda s, t, c: A.complete_coverage_by_dataset(_coverage_cells(s, c), c["boot"])),
     _t("complete_coverage_cells", "table", lambda s, t, c: A.complete_coverage(s, c["boot"])),
     _t("judge_accuracy", "table", lambda s, t, c: A.judge_accuracy(s)),
     _t("judge_gap_correlation", "table", lambda s, t, c: A.judge_gap_correlation(s, c["boot"])[0]),
-    _t("response_categories", "table", lambda s, t, c: A.response_categories(t, c["closed_retrievers"], c["boot"])),
+    _t("response_categories", "table",
+       lambda s, t, c: A.response_categories(t, c["closed_retrievers"], c["boot"], c.get("pool"))),
     _t("dependency_order", "table", lambda s, t, c: A.dependency_order(s)),
-    _t("grid_size", "table", lambda s, t, c: A.grid_size(s, c["pog"])),
+    _t("simulated_wording", "table",
+       lambda s, t, c: A.simulated_wording(s, c["boot"], (c.get("analysis") or {}).get("wording_simulations", 15))),
+    _t("grid_size", "table", lambda s, t, c: A.grid_size(s, _outside_pool(s, c))),
     _t("information_preservation", "table",
        lambda s, t, c: A.information_preservation(s, c["closed_retrievers"], c["analysis"])),
     _t("closed_book_retention", "table",
        lambda s, t, c: A.closed_book_retention(s, c["closed_retrievers"], c.get("largest_per_family"))),
-    _t("recall_summary", "table", lambda s, t, c: A.recall_summary(s, c["closed_retrievers"], c["boot"])),
+    _t("recall_summary", "table", lambda s, t, c: A.recall_summary(s, c["closed_retrievers"], c["boot"], c.get("pool"))),
     _t("pog_cost", "table", lambda s, t, c: A.retrieval_cost(t, c["explorers"])),
-    _t("delivery_conditions", "figure", lambda s, t, c: A.delivery_summary(s, *_boot(c)), _fig_delivery),
+    _t("delivery_conditions", "figure", lambda s, t, c: A.delivery_summary(s, *_boot(c), _pooled_models(c)),
+       _fig_delivery),
     _t("recall_by_turn", "figure", lambda s, t, c: A.recall_by_turn(t), _fig_recall),
-    _t("decomposition_bars", "figure", lambda s, t, c: A.decomposition(s, c["boot"]), _fig_decomposition),
+    _t("decomposition_bars", "figure", lambda s, t, c: A.decomposition(s, c["boot"], _pooled_models(c)),
+       _fig_decomposition),
     _t("recovery_bars", "figure", lambda s, t, c: A.recovery(s, c["boot"]), _fig_recovery),
     _t("aptitude_vs_unreliability", "figure", lambda s, t, c: A.aptitude_unreliability(s, c["boot"], c["analysis"]),
        _fig_reliability),
     _t("recovery_pooled", "table", lambda s, t, c: _recovery_pooled(s, c)),
-    _t("figure5_recap_recovery_current", "figure", lambda s, t, c: A.recovery_for(s, c["boot"], "current", ("RECAP",)),
-       _fig_recovery_policy),
+    _t("figure5_recap_recovery_current", "figure",
+       lambda s, t, c: A.recovery_for(s, c["boot"], "current", ("RECAP",), _pooled_models(c)), _fig_recovery_policy),
     _t("figure6_recovery_history", "figure",
-       lambda s, t, c: A.recovery_for(s, c["boot"], "history", ("RECAP", "SNOWBALL")), _fig_recovery_policy),
+       lambda s, t, c: A.recovery_for(s, c["boot"], "history", ("RECAP", "SNOWBALL"), _pooled_models(c)),
+       _fig_recovery_policy),
     _t("figure7_pog_full_vs_sharded", "figure", lambda s, t, c: A.full_vs_sharded_of(s, c["pog"], c["boot"]),
        _fig_full_vs_sharded),
     _t("figure8_ceiling_and_floor", "figure",
-       lambda s, t, c: A.ceiling_and_floor(s, c["boot"], c["analysis"], c["closed_retrievers"]), _fig_ceiling_floor),
+       lambda s, t, c: A.ceiling_and_floor(s, c["boot"], c["analysis"], c["closed_retrievers"], pool=c.get("pool")),
+       _fig_ceiling_floor),
     _t("figure9_coverage_decline_by_llm", "figure",
-       lambda s, t, c: A.coverage_decline_by_model(_coverage_cells(s, c), c["boot"]),
+       lambda s, t, c: A.coverage_decline_by_model(_coverage_cells(s, c), c["boot"], sizes=c.get("model_sizes")),
        _fig_coverage_by_model),
     Target("table11_retrieval_systems", "table", _retrieval_systems),
     Target("table12_models", "table", _models),

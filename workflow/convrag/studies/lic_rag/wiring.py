@@ -190,6 +190,29 @@ def largest_per_family(config: dict) -> dict[str, str]:
     return out
 
 
+def pool(config: dict) -> dict[str, list[str]]:
+    """What the paper's pooled numbers average over (``lic_rag.analysis.pooled_retrievers`` and
+    ``pooled_models``): by default its main retrieval methods, every retriever that retrieves but
+    PoG (§4.1: seven methods and closed book; PoG is an appendix retriever run on eight of the ten
+    LLMs, §B.2, so pooling it would mix in a method the main text does not average), and every
+    LLM of the grid. A retriever outside the pool keeps its own rows."""
+    lic = config["lic_rag"]
+    a = lic["analysis"]
+    rets = a.get("pooled_retrievers")
+    if rets is None:
+        rets = [r for r in lic["retrievers"] if not is_closed_book(config, r) and retriever_kind(config, r) != "pog"]
+    return {"retrievers": list(rets), "models": list(a.get("pooled_models") or lic["models"])}
+
+
+def model_sizes(config: dict) -> dict[str, float | None]:
+    """The grid's assistant LLMs -> their size in billions (the registry's ``params_b``; None when
+    undisclosed), for §B.4's "four smallest models"."""
+    from convrag.schema import config_registry
+
+    registry = config_registry(config)
+    return {m: registry[m].params_b for m in config["lic_rag"]["models"]}
+
+
 def prompts_used(lic: dict) -> dict:
     """The run's prompts for the reproduction table: ``supplied`` only when every prompt its
     numbers depend on (assistant and user simulator, sharding) is a file the user gave
