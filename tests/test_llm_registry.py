@@ -37,10 +37,10 @@ def test_shipped_registry():
             assert "/" in s.weights["hf_repo"] and s.gpus >= s.tensor_parallel >= 1
             assert s.gpu_model in ("a100", "h100") and s.params_b > 0
         else:
-            # each provider's key from its own variable (the worse_labels auditor: a provider the user names)
+            # each provider's key from its own variable (the worse_labels paper's Claude models: Anthropic's)
             want = ("DEEPSEEK_API_KEY" if "deepseek" in s.base_url else "MISTRAL_API_KEY" if "mistral" in s.base_url
-                    else "OPENAI_API_KEY")
-            assert s.api_key_env == ("WORSE_LABELS_AUDITOR_API_KEY" if name == "worse-labels-auditor" else want), name
+                    else "ANTHROPIC_API_KEY" if "anthropic" in s.base_url else "OPENAI_API_KEY")
+            assert s.api_key_env == want, name
             assert s.api_model
     assert len({s.model_id() for s in reg.values()}) == len(reg)
 

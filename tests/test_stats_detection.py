@@ -65,7 +65,7 @@ def test_report_points_intervals_and_counts():
         res = r[name]
         if not math.isnan(res["estimate"]):
             assert res["ci_low"] <= res["estimate"] <= res["ci_high"], name
-    assert r["counts"] == {"n": 10, "tp": 3, "fp": 2, "fn": 1, "tn": 4, "n_unlabelled": 0}
+    assert r["counts"] == {"n": 10, "tp": 3, "fp": 2, "fn": 1, "tn": 4, "n_unlabelled": 0, "n_partial_dropped": 0}
     # precision is undefined on resamples without a no_gold context: those are skipped and counted
     assert 990 <= r["precision"]["n_resamples_used"] <= 1000
     # the share of no_gold is a mean: its interval is the project's plain bootstrap (same seed)

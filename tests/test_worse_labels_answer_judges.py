@@ -148,8 +148,7 @@ def test_the_correctness_job_runs_every_judge_once_each(tmp_path, monkeypatch, c
 
 def _ctx():
     return {"ladder": ["r1"], "primary": "j", "labellers": ["j"], "readers": ["A"], "main_slice": "s",
-            "replication_slice": None, "boot": {"n_resamples": 200, "seed": 0, "unit": "turn"},
-            "partial_insufficient": False}
+            "replication_slice": None, "boot": {"n_resamples": 200, "seed": 0, "unit": "turn"}}
 
 
 def _frames():
@@ -157,7 +156,7 @@ def _frames():
     (true misses), t5 yes."""
     label = {1: "yes", 2: "yes", 3: "no", 4: "no", 5: "yes"}
     c = pd.DataFrame([{"slice": "s", "domain": "x", "dialogue": f"d{t}", "task_id": f"t{t}", "set": "r1",
-                       "no_gold": t <= 4} for t in range(1, 6)])
+                       "no_gold": t <= 4, "qrels_label": "none" if t <= 4 else "all"} for t in range(1, 6)])
     lab = pd.DataFrame([{"slice": "s", "task_id": f"t{t}", "set": "r1", "labeller": "j", "label": label[t]}
                         for t in range(1, 6)])
     return c, lab
@@ -262,14 +261,15 @@ def test_the_reproduction_context_names_answer_judges_and_auditor():
 
     c = load_config(REPO_ROOT / "config" / "studies" / "worse_labels.yaml")
     run = get_study("worse_labels").context(c)["reproduction"]
-    assert run["answer_judges"] == ["phi-4", "qwen3-8b"] and run["auditor"] == "worse-labels-auditor"
-    spec = load_registry()["worse-labels-auditor"]
-    assert spec.backend == "openai" and spec.api_key_env == "WORSE_LABELS_AUDITOR_API_KEY"
+    # the text names them: phi-4 and Qwen3-8B as answer judges, Claude Opus 5.5 as the auditor
+    assert run["answer_judges"] == ["phi-4", "qwen3-8b"] and run["auditor"] == "claude-opus-5.5"
+    spec = load_registry()["claude-opus-5.5"]
+    assert spec.backend == "openai" and spec.api_key_env == "ANTHROPIC_API_KEY" and spec.model_family() == "claude"
     pub = {e.id: e for e in load_published(published_path("worse_labels"), "worse_labels").entries}
     audit = pub["precision_no_gold_other.audit.hybrid"]
     assert requirement_failures(audit.requires, run) == []
     assert requirement_failures(audit.requires, {**run, "auditor": "gpt-4.1-mini"}) == [
-        "different auditor: the paper's worse-labels-auditor (this run: gpt-4.1-mini)"]
+        "different auditor: the paper's claude-opus-5.5 (this run: gpt-4.1-mini)"]
     swap = pub["reader_false_misses.answer_judge_swap_within"]
     assert requirement_failures(swap.requires, {**run, "answer_judges": ["phi-4"]}) == [
         "different answer judges: the paper's qwen3-8b (this run: phi-4)"]

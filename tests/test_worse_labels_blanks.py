@@ -54,11 +54,13 @@ def test_evidence_world_share():
 
 
 def test_figure2b_precision_and_specificity():
-    rows = [{"precision": NAN, "specificity": 1.0, "recall": 0.0, "youden_j": 0.0, "n": 5, "n_no_gold": 0},
-            {"precision": 1.0, "specificity": NAN, "recall": 0.75, "youden_j": NAN, "n": 8, "n_no_gold": 6}]
+    rows = [{"precision": NAN, "specificity": 1.0, "recall": 0.0, "youden_j": 0.0, "n": 5, "n_no_gold": 0,
+             "n_binary": 5},
+            {"precision": 1.0, "specificity": NAN, "recall": 0.75, "youden_j": NAN, "n": 8, "n_no_gold": 6,
+             "n_binary": 7}]
     r = _reasons("figure2b_precision", rows)
     assert r["precision"] == {"no labelled context without gold at this rung (n_no_gold = 0)": 1}
-    spec = "no labelled context is judged sufficient, so specificity = tn / (tn + fp) has no denominator"
+    spec = "no context is judged yes, so specificity = tn / (tn + fp) has no denominator"
     assert r["specificity"] == {spec: 1}
     assert r["youden_j"] == {"specificity is undefined: " + spec: 1}
 
@@ -84,7 +86,7 @@ def test_table3_and_auroc_one_class():
     rows = [{"n": 5, "share_no_gold": 0.0, "precision": NAN, "auroc_qrels": NAN, "n_qrels": 5, "n_pos_qrels": 5},
             {"n": 5, "share_no_gold": 0.2, "precision": NAN, "auroc_qrels": NAN, "n_qrels": 5, "n_pos_qrels": 2}]
     r = _reasons("table3_mtrag", rows)
-    assert r["precision"] == {"no labelled context without gold at this rung (share_no_gold = 0)": 1, UNRECORDED: 1}
+    assert r["precision"] == {"no context without gold at this rung (share_no_gold = 0)": 1, UNRECORDED: 1}
     assert r["auroc_qrels"] == {"one class only (n_pos_qrels = n_qrels: every context answerable under qrels): "
                                 "the AUROC is undefined": 1, UNRECORDED: 1}
 
@@ -101,7 +103,7 @@ def test_figure3_row_kinds():
     assert r["ci_low"] == {"an AUROC row has no interval (only the gap rows are bootstrapped)": 2,
                            "its estimate (value) is blank": 1}
     assert r["auroc_qrels"] == {"only the gap rows carry it (measure auroc)": 2,
-                                "the qrels label gives these contexts one class only: the AUROC is undefined": 1}
+                                "the qrels label gives the contexts it keeps one class only: the AUROC is undefined": 1}
 
 
 def test_score_detectors():
@@ -148,14 +150,26 @@ def test_ladder_steps_diff_and_intervals():
 
 def test_dialogue_tied_audit_reason_follows_the_config():
     rows = [{"n_no_gold": 0, "n_false_miss": 0, "n_tied": 0, "share_tied": NAN, "precision": NAN,
-             "n_audit_confirmed": 0, "share_audit_confirmed_tied": NAN}]
+             "n_audit_false_miss": 0, "share_audit_tied": NAN, "n_docs_no_gold": 0, "share_docs_tied": NAN}]
     off = _reasons("dialogue_tied", rows, ctx={"audit": False})
     on = _reasons("dialogue_tied", rows, ctx={"audit": True})
-    assert off["share_audit_confirmed_tied"] == {"the audit is off (worse_labels.judges.audit.model is null), so no "
-                                                 "false miss is audit-confirmed (n_audit_confirmed = 0)": 1}
-    assert on["share_audit_confirmed_tied"] == {"no false miss is confirmed by the audit (n_audit_confirmed = 0)": 1}
-    assert off["precision"] == {"no labelled context without gold (n_no_gold = 0)": 1}
+    assert off["share_audit_tied"] == {"the audit is off (worse_labels.judges.audit.model is null), so the audit "
+                                       "has no false miss here (n_audit_false_miss = 0)": 1}
+    assert on["share_audit_tied"] == {"the audit judges none of its audited no-gold contexts here 'yes' "
+                                      "(n_audit_false_miss = 0)": 1}
+    assert off["precision"] == {"no context without gold judged yes or no (n_no_gold = 0; partial is dropped)": 1}
     assert off["share_tied"] == {"no false misses at this rung (n_false_miss = 0)": 1}
+    assert off["share_docs_tied"] == {"no context without gold (n_docs_no_gold = 0)": 1}
+
+
+def test_figure2b_precision_blank_when_every_no_gold_context_is_partial():
+    rows = [{"n": 3, "n_no_gold": 2, "n_no_gold_binary": 0, "n_binary": 1, "precision": NAN, "precision_ci_low": NAN,
+             "precision_ci_high": NAN, "false_miss_share": 0.0, "recall": NAN, "specificity": 0.0, "youden_j": NAN}]
+    got = _reasons("figure2b_precision", rows)
+    assert got["precision"] == {"every labelled context without gold is judged partial, which the binary metrics "
+                                "drop (n_no_gold_binary = 0)": 1}
+    assert got["recall"] == {"no context is judged no, so recall = tp / (tp + fn) has no denominator": 1}
+    assert "false_miss_share" not in got
 
 
 def test_false_miss_origin_feedback_given_or_not():

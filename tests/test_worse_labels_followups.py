@@ -60,11 +60,14 @@ def test_dialogue_tied_shares_and_discounted_precision_by_hand():
               ("s", "t4", "r", "phi", "yes", [3]), ("s", "t5", "r", "phi", "yes", [1])])
     out = F.dialogue_tied(_c(rows), lab, _ctx({"s": ["r"]}, strong_rungs={"s": ["r"]})).set_index("rung")
     r = out.loc["r"]
-    assert (r["n_no_gold"], r["n_insufficient"], r["n_false_miss"], r["n_tied"]) == (5, 1, 4, 2)
-    assert r["share_tied"] == pytest.approx(2 / 4)
-    assert r["precision"] == pytest.approx(1 / 5)
-    assert r["precision_discounted"] == pytest.approx(1 / (5 - 2))
-    assert r["precision_tied_insufficient"] == pytest.approx(3 / 5)
+    # partial dropped (t3): no gold judged yes / no t0-t2, t4: 1 no, 3 false misses, 2 of them tied
+    assert (r["n_no_gold"], r["n_insufficient"], r["n_false_miss"], r["n_tied"]) == (4, 1, 3, 2)
+    assert r["share_tied"] == pytest.approx(2 / 3)
+    assert r["precision"] == pytest.approx(1 / 4)
+    assert r["precision_discounted"] == pytest.approx(1 / (4 - 2))  # no / (yes + no - tied)
+    assert r["precision_tied_insufficient"] == pytest.approx(3 / 4)
+    # every no-gold context (t0-t4) shows other-turn gold, other, same thread: 10 of 15 documents tied
+    assert (r["n_docs_no_gold"], r["share_docs_tied"]) == (15, pytest.approx(2 / 3))
     assert out.loc["strong", "n_tied"] == 2 and out.loc["strong", "rungs"] == "r"
 
 
@@ -75,18 +78,18 @@ def test_false_miss_origin_with_feedback_by_hand():
     lab = _l([("m", "t0", "dense", "phi", "yes", [1, 3]),   # other-turn gold first
               ("m", "t1", "dense", "phi", "yes", [2]),      # other chunk
               ("m", "t2", "dense", "phi", "yes", [3]),      # c: rejected by the annotators
-              ("m", "t3", "dense", "phi", "partial", [4]),  # e: never shown
+              ("m", "t3", "dense", "phi", "partial", [4]),  # partial: not a false miss
               ("m", "t4", "dense", "phi", "yes", []),       # unstated
               ("m", "t5", "dense", "phi", "no", [])])       # a true miss: not counted
     fb = pd.DataFrame([("conv1", 1, "conv1<::>1", "c", "rejected", "x"), ("conv1", 2, "conv1<::>2", "a", "relevant", "x")],
                       columns=F.HUMAN_COLUMNS)
     out = F.false_miss_origin(_c(rows), lab, _ctx({"m": ["dense"]}), fb).iloc[0]
-    assert out["n_false_miss"] == 5
+    assert out["n_false_miss"] == 4
     assert (out["n_other_turn_gold"], out["n_other_chunk"], out["n_rejected"], out["n_never_seen"],
-            out["n_unstated"], out["n_shown"]) == (1, 1, 1, 1, 1, 0)
-    assert out["n_rejected_only"] == 1 and out["share_never_seen"] == pytest.approx(1 / 5)
+            out["n_unstated"], out["n_shown"]) == (1, 1, 1, 0, 1, 0)
+    assert out["n_rejected_only"] == 1 and out["share_rejected"] == pytest.approx(1 / 4)
     no_fb = F.false_miss_origin(_c(rows), lab, _ctx({"m": ["dense"]})).iloc[0]
-    assert not no_fb["has_feedback"] and np.isnan(no_fb["n_never_seen"]) and no_fb["n_other"] == 2
+    assert not no_fb["has_feedback"] and np.isnan(no_fb["n_never_seen"]) and no_fb["n_other"] == 1
 
 
 @pytest.mark.skipif(not SHARED.exists(), reason="../shared/data/mtrag is absent (a fresh clone)")
@@ -124,8 +127,9 @@ def _grid(rng, slice_, rungs, readers, n_turns=12):
     for t in range(n_turns):
         for r in [*rungs, "gold"]:
             ng = r != "gold" and bool(rng.random() < 0.5)
+            part = not ng and r != "gold" and t % 3 == 0  # some contexts hold part of the gold
             c.append(dict(slice=slice_, task_id=f"t{t}", set=r, dialogue=f"d{t % 4}", no_gold=ng,
-                          top1_z=float(rng.normal())))
+                          qrels_label="none" if ng else ("part" if part else "all"), top1_z=float(rng.normal())))
             lab.append(dict(slice=slice_, task_id=f"t{t}", set=r, labeller="phi",
                             label=rng.choice(["yes", "partial", "no"])))
             for q in readers:
@@ -148,16 +152,18 @@ def test_changed_all_counts_258_at_the_paper_shape():
     assert len(out) == 258
     assert out.groupby("slice").size().to_dict() == {"recor": 108, "mtrag": 150}
     assert "dense" not in set(out.loc[out["slice"] == "recor", "rung"].dropna())
-    # one cell by hand: qrels AUROC of q1's p on recor/bm25_turn minus 1/2, over the contexts phi labels
+    # one cell by hand: qrels AUROC (all vs none, part dropped) of q1's p on recor/bm25_turn minus 1/2
     v = c[(c.slice == "recor") & (c.set == "bm25_turn")].merge(rd[(rd.reader == "q1")], on=["slice", "task_id", "set"])
     from sklearn.metrics import roc_auc_score
 
-    want = roc_auc_score((~v["no_gold"]).astype(int), v["p_answerable"]) - 0.5
+    k = v[v["qrels_label"] != "part"]
+    assert len(k) < len(v)  # some contexts hold part of the gold: the qrels label drops them
+    want = roc_auc_score((k["qrels_label"] == "all").astype(int), k["p_answerable"]) - 0.5
     row = out[(out.family == "auroc_chance") & (out.slice == "recor") & (out.rung == "bm25_turn") & (out.reader == "q1")]
     assert row["est_base"].iloc[0] == pytest.approx(want)
-    # refusal_gap by hand under qrels: refusal on no-gold minus on gold-holding contexts
-    ref = (v["status"] == "UNANSWERABLE").astype(float)
-    want = ref[v["no_gold"]].mean() - ref[~v["no_gold"]].mean()
+    # refusal_gap by hand under qrels: refusal on "none" minus on "all" contexts
+    ref = (k["status"] == "UNANSWERABLE").astype(float)
+    want = ref[k["no_gold"]].mean() - ref[~k["no_gold"]].mean()
     row = out[(out.family == "refusal_gap") & (out.slice == "recor") & (out.rung == "bm25_turn") & (out.reader == "q1")]
     assert row["est_base"].iloc[0] == pytest.approx(want)
 
@@ -189,39 +195,36 @@ def test_ladder_steps_interval_under_dialogue_resampling_by_hand():
     assert back["ci_shift"] == pytest.approx(want)
 
 
-def test_dialogue_tied_audit_confirmed_false_misses_by_hand():
+def test_dialogue_tied_the_audits_own_false_misses_by_hand():
     cls = ["other_turn_gold", "other", "same_thread"]
     rows = [("s", f"t{i}", "r", True, f"d{i}", "x", ["u", "v", "w"], cls) for i in range(5)]
-    # phi: t0 no (a true miss), t1 yes [1] (tied), t2 yes [2] (not tied), t3 partial [] (not tied), t4 yes [3] (tied)
-    # audit: t0 yes (not a false miss), t1 yes (confirmed, tied), t2 no, t3 partial (confirmed, not tied), t4 none
+    # the audit labels t0-t3 (all without gold): t0 yes naming document 2 (other: not tied), t1 yes
+    # naming 1 (another turn's gold: tied), t2 no, t3 partial; its own false misses are t0 and t1
     lab = _l([("s", "t0", "r", "phi", "no", []), ("s", "t1", "r", "phi", "yes", [1]),
               ("s", "t2", "r", "phi", "yes", [2]), ("s", "t3", "r", "phi", "partial", []),
               ("s", "t4", "r", "phi", "yes", [3]),
-              ("s", "t0", "r", "audit", "yes", []), ("s", "t1", "r", "audit", "yes", []),
+              ("s", "t0", "r", "audit", "yes", [2]), ("s", "t1", "r", "audit", "yes", [1]),
               ("s", "t2", "r", "audit", "no", []), ("s", "t3", "r", "audit", "partial", [])])
     out = F.dialogue_tied(_c(rows), lab, _ctx({"s": ["r"]}, strong_rungs={"s": ["r"]})).set_index("rung")
     r = out.loc["r"]
-    assert (r["n_false_miss"], r["n_tied"]) == (4, 2)
-    assert (r["n_audited_false_miss"], r["n_audit_confirmed"], r["n_audit_confirmed_tied"]) == (3, 2, 1)
-    assert r["share_audit_confirmed_tied"] == pytest.approx(1 / 2)
-    assert out.loc["strong", "n_audit_confirmed"] == 2
-    # partial counted insufficient: t3 is no false miss of phi, and the audit's partial confirms nothing
-    p = F.dialogue_tied(_c(rows), lab, _ctx({"s": ["r"]}, partial_insufficient=True)).set_index("rung").loc["r"]
-    assert (p["n_audited_false_miss"], p["n_audit_confirmed"], p["share_audit_confirmed_tied"]) == (2, 1, 1.0)
+    assert (r["n_false_miss"], r["n_tied"]) == (3, 2)  # phi's: t1, t2, t4
+    assert (r["n_audited_no_gold"], r["n_audit_false_miss"], r["n_audit_tied"]) == (4, 2, 1)
+    assert r["share_audit_tied"] == pytest.approx(1 / 2)
+    assert out.loc["strong", "n_audit_false_miss"] == 2
     # no audit labels (or the audit off): NaN
     none = F.dialogue_tied(_c(rows), lab, _ctx({"s": ["r"]}, audit=False)).set_index("rung").loc["r"]
-    assert none["n_audited_false_miss"] == 0 and np.isnan(none["share_audit_confirmed_tied"])
+    assert none["n_audit_false_miss"] == 0 and np.isnan(none["share_audit_tied"])
 
 
 def test_audit_procedures_agreement_by_hand():
-    recs = pd.DataFrame([{"slice": "recor", "direct": d, "per_document": p} for d, p in
+    recs = pd.DataFrame([{"slice": "recor", "holistic": d, "claims": p} for d, p in
                          [("yes", "yes"), ("no", "partial"), (None, "no"), ("partial", "Partial")]]
-                        + [{"slice": "other", "direct": "no", "per_document": "no"}])
+                        + [{"slice": "other", "holistic": "no", "claims": "no"}])
     out = F.audit_procedures(recs).set_index("slice")
     assert out.loc["recor", "value"] == pytest.approx(2 / 4) and out.loc["recor", "n"] == 4
     assert out.loc["other", "value"] == 1.0 and out.loc["recor", "measure"] == F.AUDIT_PROCEDURES_MEASURE
-    with pytest.raises(F.DataError, match="per_document"):
-        F.audit_procedures(recs.drop(columns=["per_document"]))
+    with pytest.raises(F.DataError, match="claims"):
+        F.audit_procedures(recs.drop(columns=["claims"]))
 
 
 def test_changed_all_judge_swap_by_hand():
@@ -236,14 +239,57 @@ def test_changed_all_judge_swap_by_hand():
     out = F.changed_all(c, labs, rd, ctx, base="phi", other="qw")
     # K=2 rungs, R=2 readers: 2*2*1 + 2*2*1 + 4*2*2 = 24 comparisons, all phi -> qw
     assert len(out) == 24 and set(out["base_label"]) == {"phi"} and set(out["other_label"]) == {"qw"}
-    # auroc_chance of q2 on r2 by hand under each judge (sufficient = yes / partial)
+    # auroc_chance of q2 on r2 by hand under each judge (yes vs no: each over its own yes / no contexts)
     from sklearn.metrics import roc_auc_score
 
     v = c[c.set == "r2"].merge(rd[rd.reader == "q2"], on=["slice", "task_id", "set"])
     want = {}
     for who, lb in (("phi", lab), ("qw", lab2)):
-        y = v.merge(lb[lb.set == "r2"], on=["slice", "task_id", "set"])["label"].isin(["yes", "partial"]).astype(int)
-        want[who] = roc_auc_score(y, v["p_answerable"]) - 0.5
+        m = v.merge(lb[lb.set == "r2"], on=["slice", "task_id", "set"])
+        m = m[m["label"] != "partial"]
+        want[who] = roc_auc_score((m["label"] == "yes").astype(int), m["p_answerable"]) - 0.5
     row = out[(out.family == "auroc_chance") & (out.rung == "r2") & (out.reader == "q2")].iloc[0]
     assert (row["est_base"], row["est_other"]) == pytest.approx((want["phi"], want["qw"]))
     assert row["sign_change"] == bool(want["phi"] * want["qw"] < 0)
+
+
+def test_changed_all_flags_sign_and_significance_changes():
+    """20 turns; odd turns lack gold but phi calls them sufficient, even turns hold gold and phi says
+    "no" (content = not qrels everywhere). Reader A: p tracks phi at r1 and qrels at r2; refuses
+    every no-gold context at r1 and none at r2, and the gold contexts alike at both rungs. Reader
+    B: p 0.5 and ANSWERABLE everywhere."""
+    c, lab, rd = [], [], []
+    for t in range(1, 21):
+        odd = t % 2 == 1
+        for rung in ("r1", "r2", "gold"):
+            c.append(dict(slice="s", task_id=f"t{t}", set=rung, dialogue=f"d{t}", no_gold=odd and rung != "gold",
+                          qrels_label="none" if odd and rung != "gold" else "all", top1_z=0.0))
+            lab.append(dict(slice="s", task_id=f"t{t}", set=rung, labeller="phi", label="yes" if odd else "no"))
+            rd.append(dict(slice="s", task_id=f"t{t}", set=rung, reader="B", status="ANSWERABLE", p_answerable=0.5))
+        even_status = "UNANSWERABLE" if t % 4 == 0 else "ANSWERABLE"
+        rd.append(dict(slice="s", task_id=f"t{t}", set="r1", reader="A", p_answerable=0.9 if odd else 0.1,
+                       status="UNANSWERABLE" if odd else even_status))
+        rd.append(dict(slice="s", task_id=f"t{t}", set="r2", reader="A", p_answerable=0.1 if odd else 0.9,
+                       status="ANSWERABLE" if odd else even_status))
+        rd.append(dict(slice="s", task_id=f"t{t}", set="gold", reader="A", p_answerable=0.5, status="ANSWERABLE"))
+    out = F.changed_all(pd.DataFrame(c), pd.DataFrame(lab), pd.DataFrame(rd),
+                        _ctx({"s": ["r1", "r2"]}, readers=["A", "B"], boot={"n_resamples": 200, "seed": 0,
+                                                                              "unit": "turn"}))
+    # AUROC r2 - r1, reader A: qrels 1 - 0 = +1, phi 0 - 1 = -1; both significant: sign change only
+    a = out[(out["comparison"] == "auroc_rungs") & (out["reader"] == "A")].iloc[0]
+    assert (a["est_base"], a["ci_low_base"], a["ci_high_base"]) == (1.0, 1.0, 1.0)
+    assert (a["est_other"], a["ci_low_other"], a["ci_high_other"]) == (-1.0, -1.0, -1.0)
+    assert a["sign_change"] and not a["significance_change"] and a["changed"] and a["defined"]
+    # refusal on insufficient contexts r2 - r1, reader A: qrels -1 (CI [-1, -1]); phi 0 (CI [0, 0])
+    r = out[(out["comparison"] == "refusal_rungs") & (out["reader"] == "A")].iloc[0]
+    assert (r["est_base"], r["ci_low_base"], r["ci_high_base"]) == (-1.0, -1.0, -1.0)
+    assert (r["est_other"], r["ci_low_other"], r["ci_high_other"]) == (0.0, 0.0, 0.0)
+    assert not r["sign_change"] and r["significance_change"] and r["changed"]
+    # B - A between readers: r1 qrels .5 - 0, phi .5 - 1; r2 qrels .5 - 1, phi .5 - 0: sign changes
+    b = out[out["comparison"] == "auroc_readers"].set_index("rung")
+    assert b.loc["r1", "est_base"] == 0.5 and b.loc["r1", "est_other"] == -0.5
+    assert b.loc["r2", "est_base"] == -0.5 and b.loc["r2", "est_other"] == 0.5
+    # the 2b/2c contrast of A at r1: refusal on the insufficient contexts minus with the gold (never
+    # refused): qrels (the no-gold odd turns, all refused) +1; phi (the even turns, refused 5 of 10) +.5
+    k = out[(out["comparison"] == "contrast_2b_2c") & (out["reader"] == "A") & (out["rung"] == "r1")].iloc[0]
+    assert (k["est_base"], k["est_other"]) == pytest.approx((1.0, 0.5))

@@ -26,7 +26,7 @@ from convrag.studies.worse_labels.judges import (
     panel_label,
     parse_content,
     parse_correctness,
-    parse_per_document,
+    parse_claims,
     run_audit,
 )
 from convrag.studies.worse_labels.readers import (
@@ -337,26 +337,33 @@ def test_audit_sample_paper_strata_and_errors():
 
 def test_audit_items_hide_ids():
     s = audit_sample(_contexts(), STRATA[:1], seed=1)
-    turns = {f"t{t:02d}": {"question": f"question {t}", "history": []} for t in range(12)}
+    turns = {f"t{t:02d}": {"question": f"question {t}", "history": [], "reference": f"answer {t}"} for t in range(12)}
     passages = {d: f"text of {d}" for ids in _contexts()["doc_ids"] for d in ids}
     items = audit_items(s, turns, passages)
-    assert set(items[0]) == {"audit_id", "question", "history", "passages"}
-    user = audit_messages(PROMPTS["audit"], items[0], "direct")[1]["content"]
-    assert "[1] text of" in user and s.loc[0, "task_id"] not in user.replace("text of", "")
+    assert set(items[0]) == {"audit_id", "question", "history", "reference", "passages"}
+    for procedure in ("holistic", "claims"):  # both runs see the reference answer, as the paper's labellers do
+        user = audit_messages(PROMPTS["audit"], items[0], procedure)[1]["content"]
+        assert "[1] text of" in user and s.loc[0, "task_id"] not in user.replace("text of", "")
+        assert f"Reference answer: {turns[s.loc[0, 'task_id']]['reference']}" in user
+    no_ref = audit_messages(PROMPTS["audit"], {**items[0], "reference": None}, "holistic")[1]["content"]
+    assert "Reference answer: (none given)" in no_ref
     with pytest.raises(DataError, match="a0001"):
         audit_items(s, {}, passages)
 
 
 @pytest.mark.parametrize("text,want", [
-    ("[1] answers\n[2] irrelevant\n[3] helps\nLabel: yes", {"label": "yes", "support": [1, 3],
-                                                            "documents": {1: "answers", 2: "irrelevant", 3: "helps"}}),
-    ("1: helps\n**Label: partial**", {"label": "partial", "support": [1], "documents": {1: "helps"}}),
-    ("Label: no\n[1] irrelevant\nLabel: partial", {"label": "partial", "support": [], "documents": {1: "irrelevant"}}),
-    ("[1] answers\nyes", None),
+    ("Claim 1: began in 1958 -> supported by 2, 3\nClaim 2: runs daily -> not supported\nLabel: partial",
+     {"label": "partial", "support": [2, 3], "claims": [{"claim": 1, "supported": True, "documents": [2, 3]},
+                                                       {"claim": 2, "supported": False, "documents": []}]}),
+    ("**Claim 1:** x \u2192 supported by [1]\n> Label: yes", {"label": "yes", "support": [1], "claims": [
+        {"claim": 1, "supported": True, "documents": [1]}]}),
+    ("Label: no\nClaim 1: y -> not supported\nLabel: no", {"label": "no", "support": [],
+                                                            "claims": [{"claim": 1, "supported": False, "documents": []}]}),
+    ("Claim 1: z -> supported by 1\nyes", None),
     ("", None),
 ])
-def test_parse_per_document(text, want):
-    assert parse_per_document(text) == want
+def test_parse_claims(text, want):
+    assert parse_claims(text) == want
 
 
 AUDIT = [{"audit_id": "a0001", "question": "agree", "history": [], "passages": ["p1", "p2"]},
@@ -369,12 +376,14 @@ def _auditor(r):
     q = user.split("Latest question: ")[1].split("\n")[0]
     if "Reviewer A" in user:
         return "no\nSupport: none\nReason: nothing helps." if q == "disagree" else "garbled"
-    per_doc = "one at a time" in sys
+    claims = "one claim at a time" in sys
     if q == "agree":
-        return "[1] answers\n[2] irrelevant\nLabel: yes" if per_doc else "yes\nSupport: 1\nReason: doc 1 says it."
+        return ("Claim 1: the date -> supported by 1\nLabel: yes" if claims else
+                "yes\nSupport: 1\nReason: doc 1 says it.")
     if q == "disagree":
-        return "[1] helps\nLabel: partial" if per_doc else "yes\nSupport: 1\nReason: close enough."
-    return "Label: no" if per_doc else "I am not sure."
+        return ("Claim 1: the date -> supported by 1\nClaim 2: the place -> not supported\nLabel: partial" if claims
+                else "yes\nSupport: 1\nReason: close enough.")
+    return "Label: no" if claims else "I am not sure."
 
 
 def test_run_audit_adjudicates_only_disagreements():
@@ -382,18 +391,18 @@ def test_run_audit_adjudicates_only_disagreements():
     out = run_audit(AUDIT, eng, PROMPTS["audit"])
     assert eng.sizes == [6, 2]  # both procedures for 3 items, then the 2 disagreements
     a, b, c = out
-    assert (a["direct"], a["per_document"], a["agree"], a["adjudicated"], a["final"]) == ("yes", "yes", True, None, "yes")
-    assert a["raw_adjudicated"] is None and a["support_direct"] == [1] and a["support_per_document"] == [1]
-    assert (b["direct"], b["per_document"], b["agree"], b["adjudicated"], b["final"]) == \
+    assert (a["holistic"], a["claims"], a["agree"], a["adjudicated"], a["final"]) == ("yes", "yes", True, None, "yes")
+    assert a["raw_adjudicated"] is None and a["support_holistic"] == [1] and a["support_claims"] == [1]
+    assert (b["holistic"], b["claims"], b["agree"], b["adjudicated"], b["final"]) == \
         ("yes", "partial", False, "no", "no")  # the adjudicated label is final
-    assert (c["direct"], c["per_document"], c["agree"], c["adjudicated"], c["final"]) == \
+    assert (c["holistic"], c["claims"], c["agree"], c["adjudicated"], c["final"]) == \
         (None, "no", False, None, None)  # adjudication unreadable -> no final label
     assert c["raw_adjudicated"] == "garbled" and [r["audit_id"] for r in out] == ["a0001", "a0002", "a0003"]
     adj = _user(eng.requests[1][0])
-    assert "Reviewer A's label: yes" in adj and "Reviewer B's label: partial" in adj and "[1] helps" in adj
+    assert "Reviewer A's label: yes" in adj and "Reviewer B's label: partial" in adj and "-> not supported" in adj
     assert "Reviewer A's label: (unreadable)" in _user(eng.requests[1][1])
     assert "a0002" not in adj  # the auditor never sees ids
-    assert eng.requests[0][1].sampling.max_tokens == 160 and eng.requests[1][0].sampling.max_tokens == 96
+    assert eng.requests[0][1].sampling.max_tokens == 320 and eng.requests[1][0].sampling.max_tokens == 96
 
 
 def test_run_audit_no_disagreement_one_call():

@@ -11,6 +11,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from convrag.errors import DataError
 from convrag.stats.agreement import fleiss_kappa, gwet_ac1, raw_agreement
+from convrag.stats.detection import detector_report
 from convrag.studies.worse_labels import label_quality as lq
 
 BOOT = {"n_resamples": 200, "seed": 0, "unit": "turn"}
@@ -93,8 +94,7 @@ def make_labels():
 
 def make_ctx(**kw):
     ctx = dict(ladder=["r1", "r2"], primary="j1", labellers=["j1", "j2", "panel"], panel_members=["p1", "p2", "p3"],
-               audit=True, main_slice="recor", replication_slice="mtrag", boot=dict(BOOT),
-               partial_insufficient=False)
+               audit=True, main_slice="recor", replication_slice="mtrag", boot=dict(BOOT))
     ctx.update(kw)
     return ctx
 
@@ -127,9 +127,11 @@ def test_figure2a_shares_ratio_and_macro_ndcg(data):
     # partial counted insufficient beside it (§4.1's second setting): t5 too -> 5/8, ratio (5/8) / (5/8) = 1
     assert r.ratio_partial_insufficient == pytest.approx(1.0)
     r2 = _one(out, slice="recor", rung="r2", labeller="j1")
-    # t8 unparsable: 7 labelled; no gold t1, t2; "no" t1, t6
+    # t8 unparsable: 7 labelled, "no" t1, t6 (2 of 7); no gold t1, t2 of all 8 contexts (the qrels
+    # label needs no judge): ratio (2/8) / (2/7)
     assert (r2.n, r2.n_unlabelled, r2.n_insufficient) == (7, 1, 2)
-    assert r2.share_no_gold == pytest.approx(2 / 7) and r2.ratio == pytest.approx(1.0)
+    assert r2.share_no_gold == pytest.approx(2 / 8) and r2.share_insufficient == pytest.approx(2 / 7)
+    assert r2.ratio == pytest.approx(0.875)
     assert r2.ndcg10 == pytest.approx(0.7)
     # rung order follows the ladder; the audit's sample is the audited contexts only
     assert list(out[(out.slice == "recor") & (out.labeller == "j1")].rung) == ["r1", "r2"]
@@ -139,36 +141,35 @@ def test_figure2a_shares_ratio_and_macro_ndcg(data):
                                                                                "world"]
 
 
-def test_figure2a_partial_insufficient():
-    out = lq.figure2a(make_contexts(), make_labels(), make_ctx(partial_insufficient=True))
-    r = _one(out, slice="recor", rung="r1", labeller="j1")
-    assert r.share_insufficient == pytest.approx(5 / 8) and r.ratio == pytest.approx(1.0)
-    assert r.ratio_partial_insufficient == pytest.approx(r.ratio)
-    assert r.n_insufficient == 5  # the partial context counts too
-
-
 # ---- Figure 2b ---------------------------------------------------------------------------------
 
 def test_figure2b_precision_false_miss_youden(data):
     out = lq.figure2b(*data)
     assert list(out.columns) == lq.FIGURE2B_COLUMNS
     r = _one(out, slice="recor", rung="r1", labeller="j1")
-    # tp = 3 (t1-t3), fp = 2 (t4 yes, t5 partial), fn = 1 (t6), tn = 2 (t7, t8)
-    assert r.precision == pytest.approx(3 / 5) and r.false_miss_share == pytest.approx(2 / 5)
-    assert r.recall == pytest.approx(3 / 4) and r.specificity == pytest.approx(2 / 4)
-    assert r.youden_j == pytest.approx(0.25)
-    assert r.yes_share_no_gold == pytest.approx(1 / 5) and r.partial_share_no_gold == pytest.approx(1 / 5)
-    assert (r.n_no_gold, r.n, r.n_unlabelled, r.unit) == (5, 8, 0, "turn")
-    assert _one(out, slice="recor", rung="r2", labeller="j1").precision == pytest.approx(1 / 2)
-    out_p = lq.figure2b(data[0], data[1], make_ctx(partial_insufficient=True))
-    rp = _one(out_p, slice="recor", rung="r1", labeller="j1")
-    assert rp.precision == pytest.approx(4 / 5)
-    # the same run gives the second setting beside the first: t5 (partial) counted insufficient -> 4/5,
-    # with the interval the partial-insufficient run computes (same resamples)
+    # no gold t1-t5: no, no, no, yes, partial. Binary metrics drop the partial t5: precision 3 / 4
+    assert r.precision == pytest.approx(3 / 4) and (r.n_no_gold, r.n_no_gold_binary) == (5, 4)
+    # yes / no contexts t1-t4, t6-t8: "no" t1 t2 t3 t6 (flagged t1-t3: recall 3/4); "yes" t4 t7 t8
+    # (flagged t4: specificity 2/3)
+    assert r.recall == pytest.approx(3 / 4) and r.specificity == pytest.approx(2 / 3)
+    assert r.youden_j == pytest.approx(3 / 4 + 2 / 3 - 1) and (r.n_binary, r.n_partial) == (7, 1)
+    # the false-miss share: "yes" of the five no-gold contexts; partial 1/5 beside it
+    assert r.false_miss_share == pytest.approx(1 / 5) and r.partial_share_no_gold == pytest.approx(1 / 5)
+    # the second setting: precision (no + partial) / no gold, false misses with partial (yes + partial)
     assert r.precision_partial_insufficient == pytest.approx(4 / 5)
+    assert r.false_miss_share_with_partial == pytest.approx(2 / 5)
+    assert r.precision_partial_sufficient == pytest.approx(3 / 5)
+    assert (r.n, r.n_unlabelled, r.unit) == (8, 0, "turn")
+    # intervals of the second setting: detector_report's with partial insufficient (same seed)
+    g = data[0][(data[0].slice == "recor") & (data[0].set == "r1")]
+    ref = detector_report(g["no_gold"].to_numpy(bool), LAB[("j1", "r1")], partial="insufficient",
+                          n_resamples=BOOT["n_resamples"], seed=BOOT["seed"])
     assert (r.precision_partial_insufficient_ci_low, r.precision_partial_insufficient_ci_high) == pytest.approx(
-        (rp.precision_ci_low, rp.precision_ci_high))
-    assert rp.precision_partial_insufficient == rp.precision
+        (ref["precision"]["ci_low"], ref["precision"]["ci_high"]))
+    assert (r.false_miss_ci_low, r.false_miss_ci_high) == pytest.approx(
+        (ref["false_miss_share"]["ci_low"], ref["false_miss_share"]["ci_high"]))
+    # r2: no gold t1 (no), t2 (yes)
+    assert _one(out, slice="recor", rung="r2", labeller="j1").precision == pytest.approx(1 / 2)
 
 
 def test_figure2b_intervals_contain_estimates(data):
@@ -211,20 +212,25 @@ def test_table1_precision_change_kappa_control_unparsable(data):
     out = lq.table1(*data)
     assert list(out.columns) == lq.table1_columns(["r1", "r2"])
     r = _one(out, labeller="j1")
-    assert r.precision_r1 == pytest.approx(0.6) and r.precision_r2 == pytest.approx(0.5)
-    assert r.precision_r1_ci_low <= 0.6 <= r.precision_r1_ci_high
-    # paired over t1-t7 (t8 unparsable under r2): 0.5 - 0.6
+    # partial dropped: r1 no gold t1-t4 judged yes / no (3 no), r2 t1 no, t2 yes
+    assert r.precision_r1 == pytest.approx(0.75) and r.precision_r2 == pytest.approx(0.5)
+    assert (r.n_no_gold_r1, r.n_no_gold_r2) == (4, 2)
+    assert r.precision_r1_ci_low <= 0.75 <= r.precision_r1_ci_high
+    # paired over t1-t7 (t8 unparsable under r2), the partial t5 left out at each rung: 0.5 - 0.75
     assert (r.first_rung, r.last_rung, r.change_n) == ("r1", "r2", 7)
-    assert r.change == pytest.approx(-0.1) and r.change_ci_low <= r.change <= r.change_ci_high
-    # Youden over t1-t7: r1 3/4 + 1/3 - 1, r2 1/2 + 4/5 - 1
-    assert r.youden_change == pytest.approx((0.5 + 0.8 - 1) - (0.75 + 1 / 3 - 1))
+    assert r.change == pytest.approx(-0.25) and r.change_ci_low <= r.change <= r.change_ci_high
+    # Youden over t1-t7 but t5: r1 recall 3/4 (t1-t3 of t1 t2 t3 t6), specificity 1/2 (t7 of t4 t7);
+    # r2 recall 1/2 (t1 of t1 t6), specificity 3/4 (t3 t4 t7 of t2 t3 t4 t7): both 1/4
+    assert r.youden_change == pytest.approx(0.0)
     # kappa with the audit over its 7 contexts (r1 t1-t5, r2 t1-t2)
     mine = LAB[("j1", "r1")][:5] + LAB[("j1", "r2")][:2]
     audit = [AUDIT[("r1", t)] for t in TURNS[:5]] + [AUDIT[("r2", "t1")], AUDIT[("r2", "t2")]]
     assert r.kappa_audit == pytest.approx(cohen_kappa_score(mine, audit, labels=["yes", "partial", "no"]))
     assert r.n_audit == 7
-    # control: 1 yes of 8 (the partial does not count as yes)
-    assert r.control_yes_share == pytest.approx(1 / 8) and r.n_control == 8
+    # control: 1 yes of 8 (the partial does not count as yes), over every control context asked
+    assert r.control_yes_share == pytest.approx(1 / 8) and r.n_control == 8 and r.n_control_yes == pytest.approx(1)
+    assert r.control_yes_ci_low <= 1 / 8 <= r.control_yes_ci_high
+    assert r.n_control_yes_ci_high == pytest.approx(8 * r.control_yes_ci_high)
     assert (r.n_unparsable, r.n_unparsable_max_set) == (1, 1)
     j2 = _one(out, labeller="j2")
     assert j2.control_yes_share == 0.0 and j2.n_unparsable == 1  # its gold t8
@@ -242,7 +248,10 @@ def test_copies_share(data):
     # of the 5 no-gold contexts, t1 holds a copy (t6's copy sits in a context with gold)
     assert r1.share_copy == pytest.approx(1 / 5) and (r1.n_copy, r1.n_no_gold, r1.n_contexts) == (1, 5, 8)
     assert r1.ci_low <= r1.share_copy <= r1.ci_high
-    assert _one(out, slice="recor", rung="r2").share_copy == 0.0
+    r2 = _one(out, slice="recor", rung="r2")
+    assert r2.share_copy == 0.0
+    # over the first rung's share: 1 for r1 itself, 0 / (1/5) for r2
+    assert (r1.ratio_to_first, r2.ratio_to_first, r2.first_rung) == (1.0, 0.0, "r1")
 
 
 def test_negative_control_shares_and_raw_correction(data):
@@ -251,10 +260,10 @@ def test_negative_control_shares_and_raw_correction(data):
     r = _one(out, slice="recor", labeller="j1", rung="r1")
     assert r.control_yes_share == pytest.approx(1 / 8) and r.control_partial_share == pytest.approx(1 / 8)
     assert r.control_no_share == pytest.approx(6 / 8) and r.n_control == 8
-    assert r.false_miss_share == pytest.approx(0.4)
-    assert r.corrected_false_miss_share == pytest.approx(0.4 - 0.125)  # raw difference
-    assert r.corrected_false_miss_share_rescaled == pytest.approx((0.4 - 0.125) / 0.875)
-    assert r.corrected_yes_share_no_gold == pytest.approx(0.2 - 0.125)
+    # the false-miss share: "yes" of the five no-gold contexts of r1 (t4)
+    assert r.false_miss_share == pytest.approx(0.2)
+    assert r.corrected_false_miss_share == pytest.approx(0.2 - 0.125)  # raw difference
+    assert r.corrected_false_miss_share_rescaled == pytest.approx((0.2 - 0.125) / 0.875)
     r2 = _one(out, slice="recor", labeller="j2", rung="r2")
     assert r2.control_yes_share == 0.0 and r2.corrected_false_miss_share == r2.false_miss_share == 0.0
     assert set(out.labeller) == {"j1", "j2"}  # only labellers with control labels
@@ -263,8 +272,9 @@ def test_negative_control_shares_and_raw_correction(data):
 # ---- agreement ---------------------------------------------------------------------------------
 
 def _pairs(a, b):
-    xa = LAB[(a, "r1")] + LAB[(a, "r2")]
-    xb = LAB[(b, "r1")] + LAB[(b, "r2")]
+    """The two labellers' labels of the items both labelled: the rung and the gold contexts."""
+    xa = LAB[(a, "r1")] + LAB[(a, "r2")] + LAB[(a, "gold")]
+    xb = LAB[(b, "r1")] + LAB[(b, "r2")] + LAB[(b, "gold")]
     keep = [(x, y) for x, y in zip(xa, xb) if x is not None and y is not None]
     return [x for x, _ in keep], [y for _, y in keep]
 
@@ -273,11 +283,15 @@ def test_agreement_pairs_panel_and_gold(data):
     out = lq.agreement(*data)
     assert list(out.columns) == lq.AGREEMENT_COLUMNS
     a, b = _pairs("j1", "j2")
+    # items: r1 (8), r2 (7: j1's t8 unparsable) and gold (7: j2's t8 unparsable)
     k = _one(out, slice="recor", measure="cohen_kappa", labeller_a="j1", labeller_b="j2")
-    assert k.value == pytest.approx(cohen_kappa_score(a, b, labels=["yes", "partial", "no"])) and k.n == 15
+    assert k.value == pytest.approx(cohen_kappa_score(a, b, labels=["yes", "partial", "no"])) and k.n == 22
+    assert k.ci_low <= k.value <= k.ci_high
+    # the binary yes / no decision: items either labeller calls partial are dropped
     bk = _one(out, slice="recor", measure="binary_kappa", labeller_a="j1", labeller_b="j2")
-    binar = [["no" if x == "no" else "ok" for x in v] for v in (a, b)]
-    assert bk.value == pytest.approx(cohen_kappa_score(*binar))
+    yn = [(x, y) for x, y in zip(a, b) if "partial" not in (x, y)]
+    assert bk.n == len(yn) == 19  # r1 t5, t8 and r2 t5 hold a partial
+    assert bk.value == pytest.approx(cohen_kappa_score([x for x, _ in yn], [y for _, y in yn]))
     raw = _one(out, slice="recor", measure="raw_agreement", labeller_a="j1", labeller_b="j2")
     assert raw.value == pytest.approx(np.mean([x == y for x, y in zip(a, b)]))
     ka = _one(out, slice="recor", measure="cohen_kappa", labeller_a="j1", labeller_b="audit")
@@ -296,28 +310,52 @@ def test_agreement_pairs_panel_and_gold(data):
     assert (g1.value, g1.n, g2.value, g2.n) == (2, 8, 0, 7)
 
 
+def test_small_judges_below_large_and_families_on_the_decline_by_hand():
+    # rungs a, b; four no-gold turns each; precision of "no gold", partial dropped:
+    #        a                          b
+    # L1  no no no yes  -> 3/4      no yes yes yes      -> 1/4
+    # L2  no no yes yes -> 1/2      no no yes partial   -> 2/3
+    # S1  no yes yes yes -> 1/4     yes yes yes yes     -> 0     below both large judges at a and b
+    # S2  no no no no   -> 1        no yes yes yes      -> 1/4   not below L1's 1/4 at b
+    labs = {"L1": ("no no no yes", "no yes yes yes"), "L2": ("no no yes yes", "no no yes partial"),
+            "S1": ("no yes yes yes", "yes yes yes yes"), "S2": ("no no no no", "no yes yes yes")}
+    c = pd.DataFrame([_row("s", "d", f"D{i}", f"t{i}", r, True) for r in "ab" for i in range(4)])
+    lab = pd.DataFrame([dict(slice="s", task_id=f"t{i}", set=r, labeller=who, label=x, support=[])
+                        for who, (la, lb) in labs.items() for r, ls in zip("ab", (la, lb))
+                        for i, x in enumerate(ls.split())])
+    ctx = make_ctx(ladder=["a", "b"], labellers=["L1", "L2"], content_judges=["L1", "L2"], panel_members=["S1", "S2"],
+                   families={"L1": "phi", "L2": "qwen", "S1": "phi", "S2": "smol"})
+    out = lq.agreement(c, lab, ctx)
+    b = _one(out, measure="small_judges_below_large")
+    assert (b.value, b.n, b.labeller_b) == (1.0, 2, "L1+L2")
+    # falling a -> b: L1, S1 (phi: both), S2 (smol); L2 rises (qwen): 2 of 3 families
+    f = _one(out, measure="families_on_decline")
+    assert (f.value, f.n, f.labeller_b) == (2.0, 3, "a->b")
+
+
 # ---- evidence ----------------------------------------------------------------------------------
 
 def test_evidence_class_shares_and_world(data):
     out = lq.evidence(*data)
     assert list(out.columns) == lq.EVIDENCE_COLUMNS
     r1 = _one(out, slice="recor", rung="r1")
-    # false misses of j1 on r1: t4 (yes; support 1, 3 -> same_thread, near_duplicate), t5 (partial; none listed)
-    assert r1.labeller == "j1" and r1.n_false_miss == 2
-    assert r1.share_same_thread == r1.share_near_duplicate == r1.share_unstated == pytest.approx(0.5)
-    assert r1.share_other_turn_gold == r1.share_other_chunk == r1.share_other == 0.0
-    assert (r1.n_world, r1.share_world_sufficient) == (2, pytest.approx(0.5))  # world: t4 yes, t5 no
+    # false misses of j1 on r1 (no gold, judged yes): t4 only (t5 is partial: neither false nor true
+    # miss). Its best evidence document is the first it names, position 1: same_thread
+    assert r1.labeller == "j1" and r1.n_false_miss == 1
+    assert r1.share_same_thread == 1.0 and r1.share_near_duplicate == r1.share_unstated == 0.0
+    assert r1.share_tied == 1.0 and (r1.n_world, r1.share_world_sufficient) == (1, 1.0)  # world: t4 yes
+    # the copies of gold in r1's labelled contexts: t4's document 3, which j1 names
+    assert (r1.n_copy_docs, r1.n_copy_docs_named, r1.share_copy_docs_named) == (1, 1, 1.0)
     r2 = _one(out, slice="recor", rung="r2")
-    assert r2.n_false_miss == 1 and r2.share_other_turn_gold == r2.share_other_chunk == 1.0
+    # t2 (yes; support 1, 2): the first named is another turn's gold (one class per false miss)
+    assert r2.n_false_miss == 1 and r2.share_other_turn_gold == 1.0 and r2.share_other_chunk == 0.0
     assert r2.share_unstated == 0.0 and r2.n_world == 0 and math.isnan(r2.share_world_sufficient)
-    # partial insufficient: t5 is no longer a false miss
-    r1p = _one(lq.evidence(data[0], data[1], make_ctx(partial_insufficient=True)), slice="recor", rung="r1")
-    assert r1p.n_false_miss == 1 and r1p.share_unstated == 0.0 and r1p.share_world_sufficient == 1.0
+    assert r2.n_copy_docs == 0 and math.isnan(r2.share_copy_docs_named)
 
 
 def test_evidence_same_thread_share_in_the_stackexchange_domains_by_hand():
-    # false misses of j1 (no gold, yes / partial): law t1 (same thread), politics t2 (other), law t3 (no
-    # support), biology t4 (same thread: a BRIGHT domain, not counted); law t5 judged no (a true miss)
+    # false misses of j1 (no gold, yes): law t1 (same thread), law t3 (no support), biology t4 (same
+    # thread: a BRIGHT domain, not counted); politics t2 is partial, law t5 judged no: neither
     cls = ["same_thread", "other", "other", "other", "other"]
     c = pd.DataFrame([_row("recor", dom, f"D{i}", f"t{i}", "r1", True, doc_classes=cls)
                       for i, dom in enumerate(["law", "politics", "law", "biology", "law"], start=1)])
@@ -325,8 +363,8 @@ def test_evidence_same_thread_share_in_the_stackexchange_domains_by_hand():
                         for i, (x, sp) in enumerate([("yes", [1]), ("partial", [2]), ("yes", []), ("yes", [1]),
                                                      ("no", [])], start=1)])
     row = _one(lq.evidence(c, lab, make_ctx(ladder=["r1"])), slice="recor", rung="r1")
-    assert row.n_false_miss == 4 and row.share_same_thread == pytest.approx(2 / 4)
-    assert row.n_false_miss_stackexchange == 3 and row.share_same_thread_stackexchange == pytest.approx(1 / 3)
+    assert row.n_false_miss == 3 and row.share_same_thread == pytest.approx(2 / 3)
+    assert row.n_false_miss_stackexchange == 2 and row.share_same_thread_stackexchange == pytest.approx(1 / 2)
     # no false miss in a StackExchange domain: NaN
     none = _one(lq.evidence(c.assign(domain="biology"), lab, make_ctx(ladder=["r1"])), slice="recor", rung="r1")
     assert none.n_false_miss_stackexchange == 0 and math.isnan(none.share_same_thread_stackexchange)
@@ -352,7 +390,7 @@ def test_table3_replication(data):
     assert lo.precision == pytest.approx(2 / 3) and lo.false_miss_share == pytest.approx(1 / 3)
     assert lo.precision_ci_low <= lo.precision <= lo.precision_ci_high
     assert (hi.ndcg10, hi.share_no_gold, hi.share_content_no) == pytest.approx((0.6, 0.25, 0.25))
-    assert hi.precision == 0.0 and hi.false_miss_share == 1.0 and hi.yes_share_no_gold == 1.0
+    assert hi.precision == 0.0 and hi.false_miss_share == 1.0
     assert lq.table3(data[0], data[1], make_ctx(replication_slice=None)).empty
     # an explicit per-slice ladder wins over nDCG order
     rev = lq.table3(data[0], data[1], make_ctx(ladder={"recor": ["r1", "r2"], "mtrag": ["m_high", "m_low"]}))

@@ -145,6 +145,14 @@ class WorseLabels(Study):
             _check_acyclic(s["ladder"], f"{source}: {at}.ladder")
             if s["control"] is not None and s["control"] not in s["ladder"]:
                 raise unknown_name(source, f"{at}.control", s["control"], s["ladder"])
+            analysed = [r for r, x in s["ladder"].items() if not x.get("retrieval_only")]
+            if not analysed:
+                raise ConfigError(f"{source}: {at}.ladder: every rung is retrieval_only; the analyses need one rung "
+                                  "whose contexts are read and labelled")
+            for i, r in enumerate(s.get("compared") or []):
+                if r not in analysed:
+                    raise ConfigError(f"{source}: {at}.compared[{i}]: '{r}' is not an analysed rung of the ladder "
+                                      f"(analysed: {', '.join(analysed)}; a retrieval_only rung is not read)")
         j = w["judges"]
         check_names(source, f"{key}.readers.models", w["readers"]["models"], registry)
         check_names(source, f"{key}.judges.content", j["content"], registry)
@@ -197,7 +205,6 @@ class WorseLabels(Study):
             "readers": list(ctx["readers"]), "table3_reader": ctx["readers"][0] if ctx["readers"] else None,
             "judges": list(w["judges"]["content"]), "primary_labeller": ctx["primary"],
             "panel": list(w["judges"]["panel"]), "audit": ctx["audit"], "top_k": w["top_k"],
-            "partial_insufficient": w["partial_insufficient"],
             "answer_judges": list(ctx["answer_judges"]), "auditor": w["judges"]["audit"]["model"],
             "expansions": wiring.expansions_used(config, w["main"])}
         return ctx

@@ -4,10 +4,10 @@ changes what an abstention study concludes about its readers.
 
 Inputs (pandas frames, the pipeline's contract):
 
-* ``contexts``: one row per (slice, task_id, set): dialogue, no_gold, and for
-  ``score_detectors`` the retrieval scores top1, margin, top1_z. ``set`` is a ladder rung, or
-  "gold" (the turn's gold documents, the paper's setting 2b), "none" (no documents) or
-  "control".
+* ``contexts``: one row per (slice, task_id, set): dialogue, no_gold, qrels_label (all / part /
+  none: the turn's gold documents in the context), and for ``score_detectors`` the retrieval
+  scores top1, margin, top1_z. ``set`` is a ladder rung, or "gold" (the turn's gold documents,
+  the paper's setting 2b), "none" (no documents) or "control".
 * ``labels``: one row per (slice, task_id, set, labeller): label "yes" / "partial" / "no", or
   None (unparsable judge output).
 * ``reads``: one row per (slice, task_id, set, reader): status "ANSWERABLE" / "UNANSWERABLE" /
@@ -15,25 +15,31 @@ Inputs (pandas frames, the pipeline's contract):
   scored).
 * ``ctx``: ladder (rung names in order; or a dict slice -> rung names), primary, labellers,
   readers, main_slice, replication_slice, boot {n_resamples, seed, unit "turn" | "dialogue",
-  alpha (0.05)}, partial_insufficient (False).
+  alpha (0.05)}.
 
-Conventions used by every function:
+Conventions used by every function (the paper's, §3 and Figure 3 of the text):
 
-* answerable / sufficient: under the qrels label ``not no_gold``; under a content label
-  "yes" or "partial" ("partial" insufficient when ``partial_insufficient``), through
-  ``convrag.stats.detection.insufficient_from_labels``. A context without a content label
-  (None) drops from content-label measures and is counted (``n_unlabelled``).
+* sufficient / insufficient is binary and each label drops its middle value: the qrels label
+  compares "all" (sufficient) with "none" (insufficient) and drops "part" (Figure 3: "all vs.
+  none"; gold contexts are all sufficient under it); a content label compares "yes" with "no"
+  and drops "partial" (§3: binary metrics compare yes with no and drop partial; Figure 3: "yes
+  vs. no"). Each label's measure is over the contexts it keeps; a context without a content
+  label (None) drops too and is counted (``n_unlabelled``), a dropped middle value is counted
+  apart (``n_dropped``, ``n_partial``). A false miss is a no-gold context judged "yes", a true
+  miss one judged "no" (Table 2).
 * refusal: status "UNANSWERABLE" among the responses with a status line; a response without
-  one is excluded from every status-based measure and counted (``n_no_status*``).
-  p(answerable)- and correctness-based measures keep such responses (they have a p and an
-  answer); a missing p / correctness drops the response, counted.
+  one is excluded from every status-based measure and from AUROCs (§3: responses without a
+  status line are excluded from refusal rates and AUROCs) and counted (``n_no_status*``).
+  Correctness-based measures keep such responses (they have an answer); a missing p /
+  correctness drops the response, counted.
 * AUROC: ``convrag.stats.detection.auroc`` (scikit-learn, ties one half); NaN, with the row
   kept, when one class is absent (``n_pos`` says which). Inside bootstraps the identical
   rank formula ``detection._auroc_ranks`` is used (tested equal to scikit-learn there).
 * intervals: percentile bootstraps (``convrag.stats.bootstrap``), ``boot.n_resamples``
   resamples with ``boot.seed`` for every estimate (so one estimate's interval does not depend
   on which others are computed), resampling turns, or whole dialogues when
-  ``boot.unit == "dialogue"``. Paired comparisons resample the pairs together.
+  ``boot.unit == "dialogue"``. Paired comparisons resample the pairs together (§3: differences
+  are paired).
 * rows: slices in the order main_slice, replication_slice, then the others as they first
   appear; readers in ``ctx.readers`` order (those present in ``reads``); rungs in ladder
   order (those present in ``contexts``). Empty inputs give empty frames with the columns; a
@@ -46,14 +52,14 @@ The analyses (each returns a tidy DataFrame; its columns are the module's ``*_CO
 * ``contrast_2b_2c``: §4.3 ``contrast_2b_2c`` and Table 3's ``within_turn_contrast_hybrid``;
 * ``score_detectors``: §4.3 ``score_detectors``;
 * ``kitagawa_table``: the composition / rate decomposition of refusal-rate changes (§4.3);
-* ``changed_conclusions`` / ``changed_summary``: §4.3 ``changed_conclusions``;
+* ``changed_summary``: the counts of §4.3's changed conclusions (the enumeration:
+  ``followups.changed_all``);
 * ``auroc_columns``: Table 3's ``qwen3_4b_auroc_qrels`` / ``qwen3_4b_auroc_content``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import combinations
 
 import numpy as np
 import pandas as pd
@@ -66,7 +72,6 @@ from convrag.stats.detection import _auroc_ranks, auroc, insufficient_from_label
 
 __all__ = [
     "AUROC_COLUMNS_COLUMNS",
-    "CHANGED_COLUMNS",
     "CONTRAST_COLUMNS",
     "FIGURE3_COLUMNS",
     "KITAGAWA_COLUMNS",
@@ -74,7 +79,6 @@ __all__ = [
     "SCORE_COLUMNS",
     "TABLE2_COLUMNS",
     "auroc_columns",
-    "changed_conclusions",
     "changed_summary",
     "contrast_2b_2c",
     "figure3",
@@ -90,7 +94,8 @@ STATUSES = ("ANSWERABLE", "UNANSWERABLE")
 _NAN = float("nan")
 
 _KEY = ["slice", "task_id", "set"]
-_CONTEXT_BASE = [*_KEY, "dialogue", "no_gold"]
+_CONTEXT_BASE = [*_KEY, "dialogue", "no_gold", "qrels_label"]
+QRELS_LABELS = ("all", "part", "none")
 _LABEL_COLS = [*_KEY, "labeller", "label"]
 _READ_KEY = [*_KEY, "reader"]
 
@@ -102,12 +107,12 @@ TABLE2_COLUMNS = [
     "diff", "diff_ci_low", "diff_ci_high", "n_paired",
     "abstain_no_docs", "n_status_no_docs",
     "n_no_status_false_miss", "n_no_status_true_miss", "n_no_status_no_docs",
-    "n_unlabelled", "n_reads", "n_no_status", "share_no_status",
+    "n_unlabelled", "n_partial", "n_reads", "n_no_status", "share_no_status",
 ]
 FIGURE3_COLUMNS = [
     "slice", "reader", "rung", "restricted", "measure", "label",
-    "value", "ci_low", "ci_high", "n", "n_pos", "auroc_content", "auroc_qrels",
-    "n_unlabelled", "n_no_p", "n_resamples_used",
+    "value", "ci_low", "ci_high", "n", "n_pos", "auroc_content", "auroc_qrels", "n_content", "n_qrels",
+    "n_unlabelled", "n_dropped", "n_no_p", "n_resamples_used",
 ]
 CONTRAST_COLUMNS = [
     "slice", "reader", "rung", "label", "n_turns", "n_unlabelled",
@@ -127,15 +132,9 @@ KITAGAWA_COLUMNS = [
     "refusal_insufficient_from", "refusal_insufficient_to",
     "n_from", "n_to", "n_no_status_from", "n_no_status_to", "n_unlabelled_from", "n_unlabelled_to",
 ]
-CHANGED_COLUMNS = [
-    "slice", "comparison", "reader", "rung", "first", "second", "base_label", "other_label",
-    "est_base", "ci_low_base", "ci_high_base", "n_base",
-    "est_other", "ci_low_other", "ci_high_other", "n_other",
-    "defined", "sign_change", "significance_change", "changed",
-]
 AUROC_COLUMNS_COLUMNS = [
     "slice", "rung", "reader", "auroc_qrels", "n_qrels", "n_pos_qrels",
-    "auroc_content", "n_content", "n_pos_content", "n_unlabelled", "n_no_p",
+    "auroc_content", "n_content", "n_pos_content", "n_unlabelled", "n_dropped_qrels", "n_dropped_content", "n_no_p",
 ]
 
 
@@ -156,7 +155,6 @@ class _Settings:
     seed: int
     alpha: float
     unit: str
-    partial_insufficient: bool
 
 
 def _settings(ctx) -> _Settings:
@@ -196,7 +194,6 @@ def _settings(ctx) -> _Settings:
         main_slice=None if main is None else str(main), replication_slice=None if rep is None else str(rep),
         n_resamples=int(boot.get("n_resamples", 1000)), seed=int(boot.get("seed", 0)),
         alpha=float(boot.get("alpha", 0.05)), unit=unit,
-        partial_insufficient=bool(ctx.get("partial_insufficient", False)),
     )
 
 
@@ -252,6 +249,18 @@ def _refused(statuses, where: str) -> np.ndarray:
     return out
 
 
+def _qrels_sufficient(ctx_df: pd.DataFrame, where: str) -> np.ndarray:
+    """The qrels label as Figure 3 scores it: "all" 1.0, "none" 0.0, "part" NaN (dropped); a
+    label that disagrees with ``no_gold`` (none exactly when no gold) is an error naming it."""
+    q = ctx_df["qrels_label"].astype(str).str.strip().str.lower()
+    bad = ~q.isin(QRELS_LABELS) | (q.eq("none") != ctx_df["no_gold"].astype(bool))
+    if len(q) and bad.any():
+        r = ctx_df[bad.to_numpy()].iloc[0]
+        raise DataError(f"{where}: contexts row {r['slice']}|{r['set']}|{r['task_id']}: qrels_label "
+                        f"{r['qrels_label']!r} is not one of {QRELS_LABELS} or disagrees with no_gold {r['no_gold']}")
+    return q.map({"all": 1.0, "none": 0.0, "part": np.nan}).to_numpy(dtype=float)
+
+
 class _Data:
     """The three frames normalised: string keys, sufficiency per label, reads per reader."""
 
@@ -270,7 +279,8 @@ class _Data:
 
         ctx_df = c[_CONTEXT_BASE].copy()
         ctx_df["no_gold"] = _flags(c["no_gold"].tolist(), "contexts.no_gold", where, missing_ok=False).astype(bool)
-        ctx_df["suff:" + QRELS] = (~ctx_df["no_gold"].to_numpy(dtype=bool)).astype(float)
+        ctx_df["suff:" + QRELS] = _qrels_sufficient(ctx_df, where)
+        ctx_df["drop:" + QRELS] = ctx_df["qrels_label"].astype(str).eq("part").to_numpy()
         for col in context_cols:
             ctx_df[col] = pd.to_numeric(c[col], errors="coerce").astype(float)
         index = pd.MultiIndex.from_frame(ctx_df[_KEY]) if len(ctx_df) else None
@@ -280,8 +290,9 @@ class _Data:
                 got = sub.set_index(_KEY)["label"].reindex(index).tolist()
             else:
                 got = [None] * len(ctx_df)
-            ins = insufficient_from_labels(got, partial_insufficient=self.s.partial_insufficient)
+            ins = insufficient_from_labels(got, partial="drop")
             ctx_df["suff:" + name] = 1.0 - ins
+            ctx_df["drop:" + name] = [not _missing(x) and str(x).strip().lower() == "partial" for x in got]
         self.ctx = ctx_df
 
         rd = r[_READ_KEY].copy()
@@ -336,8 +347,13 @@ class _Data:
     # ---- labels and bootstraps -------------------------------------------------------------
 
     def suff(self, df: pd.DataFrame, label: str) -> pd.Series:
-        """1.0 answerable / sufficient, 0.0 not, NaN unlabelled, under ``label``."""
+        """1.0 sufficient ("all" / "yes"), 0.0 insufficient ("none" / "no"), NaN where ``label``
+        drops the context ("part" / "partial") or has no label for it."""
         return df["suff:" + label]
+
+    def dropped(self, df: pd.DataFrame, label: str) -> np.ndarray:
+        """Where ``label`` drops the context for its middle value ("part" / "partial")."""
+        return df["drop:" + label].to_numpy(dtype=bool)
 
     def clusters(self, dialogues):
         return np.asarray(list(dialogues), dtype=object) if self.s.unit == "dialogue" else None
@@ -360,10 +376,6 @@ class _Data:
         if self.s.unit == "dialogue":
             return paired_cluster_bootstrap(a, b, self.clusters(dialogues), **self.boot())
         return paired_bootstrap(a, b, **self.boot())
-
-
-def _content_labels(*names) -> list[str]:
-    return [n for n in dict.fromkeys(names) if n != QRELS]
 
 
 def _nanmean(x) -> float:
@@ -401,8 +413,9 @@ def table2(contexts, labels, reads, ctx) -> pd.DataFrame:
     calls sufficient (a FALSE MISS) really answerable? Per slice x reader x rung:
 
     * ``correct_false_miss``: share of correct responses (``correct``: answered, correctness
-      >= 4) on the rung's contexts with no gold and a primary label yes / partial (partial
-      only unless ``partial_insufficient``); ``correct_true_miss`` the same with label no;
+      >= 4) on the rung's contexts with no gold and the primary label "yes" (Table 2: none
+      contexts that phi-4 judges sufficient); ``correct_true_miss`` the same with label "no";
+      a no-gold context judged "partial" is in neither (``n_partial``);
       ``correct_no_docs`` with no documents (set "none") on the SAME turns as the false
       misses. ``n_*`` count the contexts / turns of each group, ``n_unscored_*`` those without
       a correctness value (no read, or ``correct`` None), which drop from the share.
@@ -412,7 +425,8 @@ def table2(contexts, labels, reads, ctx) -> pd.DataFrame:
     * ``abstain_no_docs``: share of the no-document responses (false-miss turns) that
       abstain (status UNANSWERABLE), over those with a status line (``n_status_no_docs``);
       responses without one are counted in ``n_no_status_*`` (correctness keeps them).
-    * ``n_unlabelled``: no-gold contexts without a primary label (in neither group).
+    * ``n_unlabelled``: no-gold contexts without a primary label (in neither group);
+      ``n_partial``: no-gold contexts judged "partial" (in neither group).
     * ``n_no_status`` of ``n_reads``: the reader's responses on ALL the rung's contexts that
       have no status line, and ``share_no_status`` (§3 / Table 1's exclusions, "at most 75 of
       858 per context set"; Table 3's 13-23%).
@@ -441,7 +455,8 @@ def table2(contexts, labels, reads, ctx) -> pd.DataFrame:
                 row.update({"diff": pd_["mean_diff"], "diff_ci_low": pd_["ci_low"], "diff_ci_high": pd_["ci_high"],
                             "n_paired": int(pd_["n"]), "abstain_no_docs": _mean_or_nan(nd_status),
                             "n_status_no_docs": int(len(nd_status)),
-                            "n_unlabelled": int((ng & suff.isna().to_numpy()).sum())})
+                            "n_unlabelled": int((ng & suff.isna().to_numpy() & ~d.dropped(v, d.s.primary)).sum()),
+                            "n_partial": int((ng & d.dropped(v, d.s.primary)).sum())})
                 n_reads = int(v["has_read"].sum())
                 n_ns = int((v["has_read"] & v["refused"].isna()).sum())
                 row.update(n_reads=n_reads, n_no_status=n_ns, share_no_status=n_ns / n_reads if n_reads else _NAN)
@@ -455,52 +470,63 @@ def table2(contexts, labels, reads, ctx) -> pd.DataFrame:
 
 
 def _figure3_cell(d: _Data, sl, reader, rung, v: pd.DataFrame, restricted: bool) -> list[dict]:
-    labellers = list(d.s.labellers)
     has_p = v["p"].notna().to_numpy()
-    labelled_all = np.all([d.suff(v, name).notna().to_numpy() for name in labellers], axis=0)
-    base = has_p & labelled_all if restricted else has_p
+    p = v["p"].to_numpy()
+    kept_q = ~np.isnan(d.suff(v, QRELS).to_numpy())
     key = {"slice": sl, "reader": reader, "rung": rung, "restricted": restricted}
     rows = []
-    for label in (QRELS, *labellers):
+    for label in (QRELS, *d.s.labellers):
         y = d.suff(v, label).to_numpy()
-        keep = base & ~np.isnan(y)
-        rows.append({**key, "measure": "auroc", "label": label, "value": _auroc(y[keep], v["p"].to_numpy()[keep]),
+        kept = ~np.isnan(y)
+        # restricted: the contexts both this label and the qrels label keep (the paper's check)
+        base = has_p & (kept_q & ~np.isnan(d.suff(v, d.s.primary).to_numpy()) if label == QRELS else kept_q) \
+            if restricted else has_p
+        keep = base & kept
+        dropped = base & d.dropped(v, label)
+        rows.append({**key, "measure": "auroc", "label": label, "value": _auroc(y[keep], p[keep]),
                      "ci_low": _NAN, "ci_high": _NAN, "n": int(keep.sum()), "n_pos": int(y[keep].sum()),
-                     "n_unlabelled": int((base & np.isnan(y)).sum()), "n_no_p": int((~has_p).sum())})
-    yc = d.suff(v, d.s.primary).to_numpy()
-    keep = base & ~np.isnan(yc)
-    s, a, b = v["p"].to_numpy()[keep], yc[keep], d.suff(v, QRELS).to_numpy()[keep]
-    if keep.any():
-        res = paired_auroc_difference(s, a.astype(int), b.astype(int),
-                                      clusters=d.clusters(v["dialogue"].to_numpy()[keep]), **d.boot())
+                     "n_unlabelled": int((base & ~kept & ~dropped).sum()), "n_dropped": int(dropped.sum()),
+                     "n_no_p": int((~has_p).sum())})
+    yc, yq = d.suff(v, d.s.primary).to_numpy(), d.suff(v, QRELS).to_numpy()
+    use = has_p & (~np.isnan(yc) & ~np.isnan(yq) if restricted else (~np.isnan(yc) | ~np.isnan(yq)))
+    a, b = yc[use], yq[use]  # NaN where a label drops the context: each AUROC over its own
+    if use.any():
+        res = paired_auroc_difference(p[use], a, b, clusters=d.clusters(v["dialogue"].to_numpy()[use]), **d.boot())
     else:
         res = {"estimate": _NAN, "ci_low": _NAN, "ci_high": _NAN, "n": 0, "n_resamples_used": 0,
-               "auroc_a": _NAN, "auroc_b": _NAN}
+               "auroc_a": _NAN, "auroc_b": _NAN, "n_a": 0, "n_b": 0}
     rows.append({**key, "measure": "gap", "label": d.s.primary, "value": res["estimate"], "ci_low": res["ci_low"],
-                 "ci_high": res["ci_high"], "n": int(res["n"]), "n_pos": int(a.sum()),
-                 "auroc_content": res["auroc_a"], "auroc_qrels": res["auroc_b"],
-                 "n_unlabelled": int((base & np.isnan(yc)).sum()), "n_no_p": int((~has_p).sum()),
-                 "n_resamples_used": int(res["n_resamples_used"])})
+                 "ci_high": res["ci_high"], "n": int(res["n"]), "n_pos": int(np.nansum(a)),
+                 "auroc_content": res["auroc_a"], "auroc_qrels": res["auroc_b"], "n_content": int(res["n_a"]),
+                 "n_qrels": int(res["n_b"]),
+                 "n_unlabelled": int((has_p & np.isnan(yc) & ~d.dropped(v, d.s.primary)).sum()),
+                 "n_dropped": int((has_p & (d.dropped(v, d.s.primary) | d.dropped(v, QRELS))).sum()),
+                 "n_no_p": int((~has_p).sum()), "n_resamples_used": int(res["n_resamples_used"])})
     return rows
 
 
 def figure3(contexts, labels, reads, ctx) -> pd.DataFrame:
     """Figure 3 (§4.3 ``auroc_gap_qwen3_4b``, ``auroc_hybrid``): how well a reader's
-    p(answerable) separates answerable from unanswerable contexts, by label.
+    p(answerable) separates sufficient from insufficient contexts, under the qrels label ("all"
+    vs "none") and each content label ("yes" vs "no").
 
-    Per slice x reader x rung x ``restricted`` (False: every context; True: only the contexts
-    labelled by every labeller, the paper's "restricted to common contexts"):
+    Per slice x reader x rung x ``restricted``:
 
-    * ``measure == "auroc"``, one row per ``label`` (``qrels`` and each labeller):
-      ``value`` = AUROC of p_answerable with positive = answerable under the label, over the
-      contexts with a p and (for a content label) a label; ``n``, ``n_pos``; ``n_unlabelled``
-      (contexts with a p but no such label) and ``n_no_p`` (contexts without a p: no read or
-      p None) say what dropped. NaN AUROC when one class is absent.
-    * ``measure == "gap"`` (``label`` = the primary labeller): content(primary) minus qrels
-      AUROC over the SAME contexts (those with a p and a primary label) by
-      ``paired_auroc_difference``, with its paired bootstrap CI (dialogue clusters when unit
-      dialogue); ``auroc_content`` / ``auroc_qrels`` are the two AUROCs on those contexts.
-      Unrestricted, the gap's qrels AUROC may thus differ from the qrels row (all contexts).
+    * ``measure == "auroc"``, one row per ``label`` (``qrels`` and each labeller): ``value`` =
+      AUROC of p_answerable with positive = sufficient under the label, over the contexts with
+      a p that the label keeps (``n``, ``n_pos``); ``n_dropped`` counts the contexts the label
+      drops ("part" / "partial"), ``n_unlabelled`` those without a content label, ``n_no_p``
+      those without a p (no read, or no status line). NaN AUROC when one class is absent.
+    * ``measure == "gap"`` (``label`` = the primary labeller): content (primary) minus qrels
+      AUROC, each over the contexts its own label keeps (``n_content``, ``n_qrels``), paired by
+      resampling the contexts once for both (``paired_auroc_difference``; dialogue clusters
+      when unit dialogue): the paper's "content (phi-4) minus qrels, paired over bootstrap
+      resamples" (Qwen3-4B: +.10, +.13, +.14, +.19); ``auroc_content`` / ``auroc_qrels`` the two
+      AUROCs.
+    * ``restricted`` True: only the contexts both labels keep (the qrels label's all / none and
+      the primary's yes / no; for another labeller's row, its own and the qrels label's): the
+      paper's check that the gap comes from the label, not from which contexts are dropped
+      (+.08 to +.16).
     """
     d = _Data(contexts, labels, reads, ctx, where="figure3", read_cols=("p_answerable",))
     rows = []
@@ -516,9 +542,10 @@ def figure3(contexts, labels, reads, ctx) -> pd.DataFrame:
 def auroc_columns(contexts, labels, reads, ctx, reader: str, slice: str | None = None) -> pd.DataFrame:
     """Table 3's AUROC columns (``qwen3_4b_auroc_qrels`` / ``qwen3_4b_auroc_content``): per
     slice (only ``slice`` when given) x rung, the AUROC of ``reader``'s p(answerable) under
-    the qrels label (every context with a p) and under the primary content label (contexts
-    with a p and a label), with n and n_pos of each; the unrestricted ``figure3`` rows
-    without the bootstrap. No rows when the reader has no reads in a slice."""
+    the qrels label ("all" vs "none", over the contexts with a p it keeps) and under the primary
+    content label ("yes" vs "no"), with n and n_pos of each and the contexts each drops; the
+    unrestricted ``figure3`` rows without the bootstrap. No rows when the reader has no reads in
+    a slice."""
     d = _Data(contexts, labels, reads, ctx, where="auroc_columns", read_cols=("p_answerable",))
     rows = []
     for sl in d.slices():
@@ -529,12 +556,15 @@ def auroc_columns(contexts, labels, reads, ctx, reader: str, slice: str | None =
             p = v["p"].to_numpy()
             has_p = ~np.isnan(p)
             yq, yc = d.suff(v, QRELS).to_numpy(), d.suff(v, d.s.primary).to_numpy()
-            kc = has_p & ~np.isnan(yc)
+            kq, kc = has_p & ~np.isnan(yq), has_p & ~np.isnan(yc)
+            drop_c = has_p & d.dropped(v, d.s.primary)
             rows.append({"slice": sl, "rung": rung, "reader": str(reader),
-                         "auroc_qrels": _auroc(yq[has_p], p[has_p]), "n_qrels": int(has_p.sum()),
-                         "n_pos_qrels": int(yq[has_p].sum()), "auroc_content": _auroc(yc[kc], p[kc]),
+                         "auroc_qrels": _auroc(yq[kq], p[kq]), "n_qrels": int(kq.sum()),
+                         "n_pos_qrels": int(yq[kq].sum()), "auroc_content": _auroc(yc[kc], p[kc]),
                          "n_content": int(kc.sum()), "n_pos_content": int(yc[kc].sum()),
-                         "n_unlabelled": int((has_p & np.isnan(yc)).sum()), "n_no_p": int((~has_p).sum())})
+                         "n_unlabelled": int((has_p & np.isnan(yc) & ~drop_c).sum()),
+                         "n_dropped_qrels": int((has_p & d.dropped(v, QRELS)).sum()),
+                         "n_dropped_content": int(drop_c.sum()), "n_no_p": int((~has_p).sum())})
     return _frame(rows, AUROC_COLUMNS_COLUMNS)
 
 
@@ -548,22 +578,27 @@ def _pooled_diff(a, b) -> float:
 
 
 def contrast_2b_2c(contexts, labels, reads, ctx) -> pd.DataFrame:
-    """§4.3 ``contrast_2b_2c`` (and Table 3's ``within_turn_contrast_hybrid``): does a reader
-    refuse more with a retrieved context that the label calls sufficient (setting 2c) than
-    with the turn's gold documents (setting 2b, set "gold")? If the label were right, the
-    two would refuse alike.
+    """§4.3 ``contrast_2b_2c`` (and Table 3's ``within_turn_contrast_hybrid``): the question
+    behind RETECO's 2b/2c pairing, whether a reader refuses more when its retrieval failed
+    (setting 2c, a retrieved context the label calls insufficient) than when it had the gold
+    (setting 2b, set "gold"). If the label were right, the reader would refuse more after a
+    miss; under the qrels label, false misses make the contrast shrink or turn negative.
 
-    Per slice x reader x rung x ``label`` (``qrels``: turns whose rung context holds gold;
-    the primary labeller: turns whose rung context it calls sufficient, the paper's
-    setting; unlabelled turns drop, ``n_unlabelled``), over those ``n_turns`` turns:
+    Per slice x reader x rung x ``label`` (``qrels``: turns whose rung context holds no gold,
+    qrels "none"; the primary labeller: turns whose rung context it judges "no"; a context
+    judged "partial", or unlabelled, is not a retrieval failure under the content label and
+    drops, ``n_unlabelled``), over those ``n_turns`` turns:
 
     * ``refusal_rung`` / ``refusal_gold``: refusal rate (UNANSWERABLE among responses with a
       status line; ``n_rung`` / ``n_gold`` such responses, ``n_no_status_*`` without);
     * ``pooled_diff`` = refusal_rung - refusal_gold, each over its own parsed responses, with
       a bootstrap CI resampling the turns (both settings of a turn together; dialogues when
-      unit dialogue; ``bootstrap_statistic``);
-    * ``within_diff``: the same over the ``n_paired`` turns with a status line in both,
-      paired bootstrap CI.
+      unit dialogue; ``bootstrap_statistic``; the paper: +.20 on Fusion, +.31 on the hybrid for
+      Qwen3-4B under the content label);
+    * ``within_diff``: the same over the ``n_paired`` turns with a status line in both
+      ("compared within turns"), paired bootstrap CI; ``n_paired`` is the count the paper gives
+      as 17-30 insufficient contexts per cell on Fusion and the hybrid, and 58 turns for MTRAG's
+      hybrid (Table 3).
     """
     d = _Data(contexts, labels, reads, ctx, where="contrast_2b_2c", read_cols=("status",))
     rows = []
@@ -573,7 +608,7 @@ def contrast_2b_2c(contexts, labels, reads, ctx) -> pd.DataFrame:
                 v = d.view(sl, rung, reader)
                 for label in (QRELS, d.s.primary):
                     y = d.suff(v, label)
-                    t = v[(y == 1.0).to_numpy()]
+                    t = v[(y == 0.0).to_numpy()]
                     g = d.read(sl, "gold", reader, t.index)
                     a, b, dia = t["refused"].to_numpy(), g["refused"].to_numpy(), t["dialogue"].to_numpy()
                     pooled = d.statistic([a, b], _pooled_diff, dia)
@@ -603,8 +638,9 @@ def score_detectors(contexts, labels, reads, ctx) -> pd.DataFrame:
     """§4.3 ``score_detectors``: which signal best detects an INSUFFICIENT context, and does
     the answer depend on the label?
 
-    Per slice x rung x ``label`` (``qrels``: insufficient = no gold; the primary labeller:
-    insufficient = "no", unlabelled contexts dropped and counted):
+    Per slice x rung x ``label`` (``qrels``: insufficient = "none", sufficient = "all", "part"
+    dropped; the primary labeller: insufficient = "no", sufficient = "yes", "partial" and
+    unlabelled contexts dropped and counted in ``n_unlabelled``):
 
     * ``measure == "auroc"``: one row per detector, ``value`` = AUROC for insufficiency
       (positive = insufficient) over the contexts where the detector has a finite score.
@@ -678,8 +714,9 @@ def kitagawa_table(contexts, labels, reads, ctx) -> pd.DataFrame:
     Per slice x reader x rung pair (``from_rung`` = the first rung of the ladder,
     ``to_rung`` = each later rung): ``kitagawa_from_data`` with outcome refused (status
     UNANSWERABLE, responses with a status line only; ``n_no_status_*`` the others) and
-    strata sufficient / insufficient under the primary label (contexts with a status line
-    but no primary label are dropped and counted in ``n_unlabelled_*``); population a =
+    strata sufficient ("yes") / insufficient ("no") under the primary label (contexts with a
+    status line but no primary label, or judged "partial", are dropped and counted in
+    ``n_unlabelled_*``: the paper's binary convention); population a =
     ``to_rung``, b = ``from_rung``, so ``total`` = refusal_to - refusal_from =
     ``composition`` + ``rate`` exactly. Each rung's population is all its parsed, labelled
     contexts (not paired by turn). Shares and rates per stratum are
@@ -731,10 +768,6 @@ def kitagawa_table(contexts, labels, reads, ctx) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------
 
 
-def _refusal_diff(ref_first, ref_second) -> float:
-    return _nanmean(ref_second) - _nanmean(ref_first)
-
-
 def _auroc_diff_two_rungs(y1, s1, y2, s2) -> float:
     return _auroc_ranks(y2, s2) - _auroc_ranks(y1, s1)
 
@@ -743,121 +776,9 @@ def _excludes_zero(lo, hi) -> bool:
     return bool(np.isfinite(lo) and np.isfinite(hi) and (lo > 0 or hi < 0))
 
 
-def changed_conclusions(contexts, labels, reads, ctx, *, base: str = QRELS, other: str | None = None) -> pd.DataFrame:
-    """§4.3 ``changed_conclusions``: the comparisons an abstention study would report, each
-    estimated under two labels (``base``, default the qrels label; ``other``, default the
-    primary content labeller; e.g. base = primary, other = a second judge for the paper's
-    judge swap), and whether its conclusion changes.
-
-    The enumeration, per slice (positive class = answerable; rung pairs (first, second) in
-    ladder order, reader pairs in ``ctx.readers`` order; every estimate is second - first):
-
-    * ``auroc_rungs``: per reader and pair of rungs, AUROC of p(answerable) at the second
-      rung minus at the first, paired over the turns where both contexts have a p;
-    * ``auroc_readers``: per rung and pair of readers, the second reader's AUROC minus the
-      first's, paired over the contexts where both readers have a p;
-    * ``refusal_rungs``: per reader and pair of rungs, refusal rate (UNANSWERABLE among
-      responses with a status line) on the contexts that are INSUFFICIENT under the label,
-      second rung minus first; the two rungs' insufficient sets differ, so the bootstrap
-      resamples turns with both rungs' values (NaN where a turn's context is sufficient or
-      without status) and compares the means (``bootstrap_statistic``).
-
-    So R readers and K rungs give R*C(K,2) + K*C(R,2) + R*C(K,2) comparisons per slice (48
-    for 3 readers and 4 rungs). The paper enumerated 258 over more comparison families; the
-    count is not reproduced, the rule is. Only the label differs between the two estimates:
-    both use the same contexts, those labelled by every content labeller among base / other
-    (unlabelled contexts drop from both).
-
-    Columns: ``est_*``, ``ci_low_*``, ``ci_high_*`` (bootstrap, dialogue clusters when unit
-    dialogue), ``n_*`` (paired turns / contexts for AUROC; responses on insufficient contexts,
-    both rungs, for refusal). ``defined``: both estimates finite. ``sign_change``: the point
-    estimates have opposite signs, both non-zero. ``significance_change``: the 95% CI excludes
-    0 under one label and not under the other. ``changed`` = either (False when undefined).
-    """
-    d = _Data(contexts, labels, reads, ctx, where="changed_conclusions", read_cols=("status", "p_answerable"))
-    other = d.s.primary if other is None else str(other)
-    base = str(base)
-    for name, val in (("base", base), ("other", other)):
-        if val != QRELS and val not in d.s.labellers:
-            raise ConfigError(f"changed_conclusions: {name} = {val!r} is neither '{QRELS}' nor one of ctx.labellers "
-                              f"{list(d.s.labellers)}")
-    content = _content_labels(base, other)
-
-    def labelled(v: pd.DataFrame) -> np.ndarray:
-        return np.all([d.suff(v, n).notna().to_numpy() for n in content], axis=0) if content else \
-            np.ones(len(v), dtype=bool)
-
-    rows = []
-
-    def add(key: dict, results: dict):
-        (eb, lb, hb, nb), (eo, lo, ho, no) = results[base], results[other]
-        defined = bool(np.isfinite(eb) and np.isfinite(eo))
-        sign = defined and eb * eo < 0
-        sig = defined and _excludes_zero(lb, hb) != _excludes_zero(lo, ho)
-        rows.append({**key, "base_label": base, "other_label": other,
-                     "est_base": eb, "ci_low_base": lb, "ci_high_base": hb, "n_base": nb,
-                     "est_other": eo, "ci_low_other": lo, "ci_high_other": ho, "n_other": no,
-                     "defined": defined, "sign_change": bool(sign), "significance_change": bool(sig),
-                     "changed": bool(sign or sig)})
-
-    for sl in d.slices():
-        rungs, readers = d.rungs(sl), d.readers(sl)
-        views = {(rung, reader): d.view(sl, rung, reader) for rung in rungs for reader in readers}
-        # (a) AUROC between rungs, per reader
-        for reader in readers:
-            for r1, r2 in combinations(rungs, 2):
-                v1, v2 = views[(r1, reader)], views[(r2, reader)]
-                k1 = v1.index[v1["p"].notna().to_numpy() & labelled(v1)]
-                k2 = v2.index[v2["p"].notna().to_numpy() & labelled(v2)]
-                turns = k1.intersection(k2, sort=False)
-                a, b = v1.loc[turns], v2.loc[turns]
-                res = {}
-                for lab in (base, other):
-                    r = d.statistic([d.suff(a, lab).to_numpy().astype(int), a["p"].to_numpy(),
-                                     d.suff(b, lab).to_numpy().astype(int), b["p"].to_numpy()],
-                                    _auroc_diff_two_rungs, a["dialogue"].to_numpy())
-                    res[lab] = (r["estimate"], r["ci_low"], r["ci_high"], int(r["n"]))
-                add({"slice": sl, "comparison": "auroc_rungs", "reader": reader, "rung": None,
-                     "first": r1, "second": r2}, res)
-        # (b) AUROC between readers, per rung
-        for rung in rungs:
-            for q1, q2 in combinations(readers, 2):
-                v1, v2 = views[(rung, q1)], views[(rung, q2)]
-                keep = v1["p"].notna().to_numpy() & v2["p"].notna().to_numpy() & labelled(v1)
-                res = {}
-                for lab in (base, other):
-                    r = d.statistic([d.suff(v1, lab).to_numpy()[keep].astype(int), v1["p"].to_numpy()[keep],
-                                     v2["p"].to_numpy()[keep]], _auroc_diff_two_scores,
-                                    v1["dialogue"].to_numpy()[keep])
-                    res[lab] = (r["estimate"], r["ci_low"], r["ci_high"], int(r["n"]))
-                add({"slice": sl, "comparison": "auroc_readers", "reader": None, "rung": rung,
-                     "first": q1, "second": q2}, res)
-        # (c) refusal on insufficient contexts between rungs, per reader
-        for reader in readers:
-            for r1, r2 in combinations(rungs, 2):
-                v1, v2 = views[(r1, reader)], views[(r2, reader)]
-                turns = v1.index.union(v2.index, sort=False)
-                a, b = v1.reindex(turns), v2.reindex(turns)
-                dia = a["dialogue"].where(a["dialogue"].notna(), b["dialogue"]).to_numpy()
-                res = {}
-                for lab in (base, other):
-                    ya = np.where(labelled(v1), d.suff(v1, lab).to_numpy(), np.nan)
-                    yb = np.where(labelled(v2), d.suff(v2, lab).to_numpy(), np.nan)
-                    ya = pd.Series(ya, index=v1.index).reindex(turns).to_numpy()
-                    yb = pd.Series(yb, index=v2.index).reindex(turns).to_numpy()
-                    ra = np.where(ya == 0.0, a["refused"].to_numpy(dtype=float), np.nan)
-                    rb = np.where(yb == 0.0, b["refused"].to_numpy(dtype=float), np.nan)
-                    use = ~np.isnan(ra) | ~np.isnan(rb)
-                    r = d.statistic([ra[use], rb[use]], _refusal_diff, dia[use])
-                    n_obs = int((~np.isnan(ra)).sum() + (~np.isnan(rb)).sum())
-                    res[lab] = (r["estimate"], r["ci_low"], r["ci_high"], n_obs)
-                add({"slice": sl, "comparison": "refusal_rungs", "reader": reader, "rung": None,
-                     "first": r1, "second": r2}, res)
-    return _frame(rows, CHANGED_COLUMNS)
-
-
 def changed_summary(df: pd.DataFrame) -> dict:
-    """Counts of a ``changed_conclusions`` frame (the paper's "75 of 258 change, 13 by sign"):
+    """Counts of a changed-conclusions frame (``followups.changed_all``; the paper's "75 of 258
+    change, 13 by sign"):
     total (defined comparisons), changed (sign or significance), by_sign, by_significance
     (significance changes), undefined (comparisons with a NaN estimate, not in total)."""
     df = _require(df, ["defined", "sign_change", "significance_change", "changed"], "df", "changed_summary")

@@ -45,15 +45,40 @@ def _same(cols, why: Reason) -> dict:
 
 # ---- label_quality ------------------------------------------------------------------------------
 
+_PAIRWISE = ("cohen_kappa", "binary_kappa", "raw_agreement")
+
+
 def _agreement(df, inputs, ctx):
+    def ci(r):
+        if r["measure"] not in _PAIRWISE:
+            return f"only the pairwise measures ({', '.join(_PAIRWISE)}) are bootstrapped"
+        if _zero(r, "n"):
+            return "no item both labellers labelled (n = 0)"
+        return None
+
+    def value(r):
+        if r["measure"] == "binary_kappa" and _zero(r, "n"):
+            return "every item both labelled is partial under one of them: no yes / no decision to compare (n = 0)"
+        return None
     return {"labeller_b": lambda r: ("gold_labelled_no counts one labeller's labels: there is no second labeller"
-                                     if r["measure"] == "gold_labelled_no" else None)}
+                                     if r["measure"] == "gold_labelled_no" else None),
+            "ci_low": ci, "ci_high": ci, "value": value}
 
 
 def _copies(df, inputs, ctx):
     def why(r):
         return "no context without gold at this rung (n_no_gold = 0)" if _zero(r, "n_no_gold") else None
-    return _same(("share_copy", "ci_low", "ci_high"), why)
+
+    def ratio(r):
+        if _zero(r, "n_no_gold"):
+            return why(r)
+        first = df[(df["slice"] == r["slice"]) & (df["rung"] == r["first_rung"])]
+        if len(first) and (_zero(first.iloc[0], "n_copy") or _zero(first.iloc[0], "n_no_gold")):
+            return (f"the first rung ({r['first_rung']}) has no no-gold context holding a copy: the ratio to its "
+                    "share has no denominator")
+        return None
+    return {**_same(("share_copy", "ci_low", "ci_high"), why), **_same(("ratio_to_first", "ratio_ci_low",
+                                                                         "ratio_ci_high"), ratio)}
 
 
 def _no_false_miss(r):
@@ -66,42 +91,73 @@ def _evidence(df, inputs, ctx):
             return _no_false_miss(r)
         return ("the world labeller (the generated benchmark's ground truth) labels none of the false misses "
                 "(n_world = 0)" if _zero(r, "n_world") else None)
+
+    def stackexchange(r):
+        if _zero(r, "n_false_miss"):
+            return _no_false_miss(r)
+        return ("no false miss in RECOR's StackExchange domains (n_false_miss_stackexchange = 0)"
+                if _zero(r, "n_false_miss_stackexchange") else None)
+
+    def copies(r):
+        return ("no near-verbatim copy of gold in the rung's labelled contexts (n_copy_docs = 0)"
+                if _zero(r, "n_copy_docs") else None)
     out = _same([c for c in df.columns if c.startswith("share_") and c not in
-                 ("share_world_sufficient", "share_same_thread_stackexchange")], _no_false_miss)
+                 ("share_world_sufficient", "share_same_thread_stackexchange", "share_copy_docs_named")],
+                _no_false_miss)
     out["share_world_sufficient"] = world
+    out["share_same_thread_stackexchange"] = stackexchange
+    out.update(_same(("share_copy_docs_named", "copy_docs_named_ci_low", "copy_docs_named_ci_high"), copies))
     return out
 
 
 def _figure2b(df, inputs, ctx):
+    def labelled(r):
+        return "no labelled context at this rung (n = 0)" if _zero(r, "n") else None
+
     def no_gold(r):
         if _zero(r, "n"):
-            return "no labelled context at this rung (n = 0)"
+            return labelled(r)
         return "no labelled context without gold at this rung (n_no_gold = 0)" if _zero(r, "n_no_gold") else None
 
-    def specificity(r):
-        if _zero(r, "n"):
+    def binary_no_gold(r):
+        if _zero(r, "n") or _zero(r, "n_no_gold"):
             return no_gold(r)
-        return ("no labelled context is judged sufficient, so specificity = tn / (tn + fp) has no denominator"
+        return ("every labelled context without gold is judged partial, which the binary metrics drop "
+                "(n_no_gold_binary = 0)" if _zero(r, "n_no_gold_binary") else None)
+
+    def binary(r):
+        if _zero(r, "n"):
+            return labelled(r)
+        return ("every labelled context is judged partial, which the binary metrics drop (n_binary = 0)"
+                if _zero(r, "n_binary") else None)
+
+    def specificity(r):
+        if _zero(r, "n") or _zero(r, "n_binary"):
+            return binary(r)
+        return ("no context is judged yes, so specificity = tn / (tn + fp) has no denominator"
                 if _nan(r["specificity"]) else None)
 
     def recall(r):
-        if _zero(r, "n"):
-            return no_gold(r)
-        return ("no labelled context is judged insufficient, so recall = tp / (tp + fn) has no denominator"
+        if _zero(r, "n") or _zero(r, "n_binary"):
+            return binary(r)
+        return ("no context is judged no, so recall = tp / (tp + fn) has no denominator"
                 if _nan(r["recall"]) else None)
 
     def youden(r):
-        if _zero(r, "n"):
-            return no_gold(r)
+        if _zero(r, "n") or _zero(r, "n_binary"):
+            return binary(r)
         if _nan(r["specificity"]):
             return "specificity is undefined: " + specificity(r)
         if _nan(r["recall"]):
             return "recall is undefined: " + recall(r)
         return None
-    cols = ("precision", "precision_ci_low", "precision_ci_high", "false_miss_share", "false_miss_ci_low",
-            "false_miss_ci_high", "precision_partial_insufficient", "precision_partial_insufficient_ci_low",
-            "precision_partial_insufficient_ci_high", "yes_share_no_gold", "partial_share_no_gold")
-    return {**_same(cols, no_gold), "specificity": specificity, "recall": recall, "youden_j": youden}
+    cols = ("false_miss_share", "false_miss_ci_low", "false_miss_ci_high", "precision_partial_insufficient",
+            "precision_partial_insufficient_ci_low", "precision_partial_insufficient_ci_high",
+            "false_miss_share_with_partial", "false_miss_with_partial_ci_low", "false_miss_with_partial_ci_high",
+            "precision_partial_sufficient", "partial_share_no_gold")
+    return {**_same(cols, no_gold), **_same(("precision", "precision_ci_low", "precision_ci_high"), binary_no_gold),
+            "specificity": specificity, "recall": recall,
+            **_same(("youden_j", "youden_j_ci_low", "youden_j_ci_high"), youden)}
 
 
 def _table1(df, inputs, ctx):
@@ -120,10 +176,9 @@ def _table3(df, inputs, ctx):
     def no_gold(r):
         if _zero(r, "n"):
             return "no labelled context at this rung (n = 0)"
-        return ("no labelled context without gold at this rung (share_no_gold = 0)"
+        return ("no context without gold at this rung (share_no_gold = 0)"
                 if _zero(r, "share_no_gold") else None)
-    return {**_same(("false_miss_share", "yes_share_no_gold", "precision", "precision_ci_low", "precision_ci_high"),
-                    no_gold),
+    return {**_same(("false_miss_share", "precision", "precision_ci_low", "precision_ci_high"), no_gold),
             "auroc_qrels": lambda r: _one_class(r, "n_qrels", "n_pos_qrels", "answerable under qrels"),
             "auroc_content": lambda r: _one_class(r, "n_content", "n_pos_content", "answerable under the label")}
 
@@ -146,7 +201,7 @@ def _figure3(df, inputs, ctx):
             return _one_class(r, "n", "n_pos", f"answerable under {r['label']}")
         if r["measure"] == "gap":
             if _zero(r, "n"):
-                return "no context with a p(answerable) and a primary label (n = 0)"
+                return "no context with a p(answerable) that either label keeps (n = 0)"
             bad = [x for x in ("auroc_content", "auroc_qrels") if _nan(r[x])]
             if bad:
                 return f"{' and '.join(bad)} on these contexts is undefined (one class only)"
@@ -163,12 +218,14 @@ def _figure3(df, inputs, ctx):
         def why(r):
             if r["measure"] == "auroc":
                 return gap_only(r)
-            if _zero(r, "n"):
-                return "no context with a p(answerable) and a primary label (n = 0)"
-            return f"the {label} label gives these contexts one class only: the AUROC is undefined"
+            n = "n_content" if label == "primary content" else "n_qrels"
+            if _zero(r, n):
+                return f"no context with a p(answerable) that the {label} label keeps ({n} = 0)"
+            return f"the {label} label gives the contexts it keeps one class only: the AUROC is undefined"
         return why
     return {"value": value, "ci_low": ci, "ci_high": ci, "n_resamples_used": gap_only,
-            "auroc_content": auroc_of("primary content"), "auroc_qrels": auroc_of("qrels")}
+            "auroc_content": auroc_of("primary content"), "auroc_qrels": auroc_of("qrels"),
+            "n_content": gap_only, "n_qrels": gap_only}
 
 
 def _score_detectors(df, inputs, ctx):
@@ -191,8 +248,8 @@ _AUROC_FAMILIES = ("auroc_rungs", "auroc_readers", "auroc_chance", "detector_gap
 _REFUSAL = {"refusal_rungs": "at one of the two rungs no context insufficient under the {label} label has a status line",
             "refusal_readers": "for one of the two readers no context insufficient under the {label} label has a status line",
             "refusal_gap": "no context insufficient, or none sufficient, under the {label} label has a status line",
-            "contrast_2b_2c": "of the contexts sufficient under the {label} label, none has a status line with the rung's "
-                              "context or none with the gold documents"}
+            "contrast_2b_2c": "of the contexts insufficient under the {label} label, none has a status line with the "
+                              "rung's context or none with the gold documents"}
 
 
 def _changed(df, inputs, ctx):
@@ -266,7 +323,8 @@ def _ladder_steps(df, inputs, ctx):
 
 def _dialogue_tied(df, inputs, ctx):
     def no_gold(r):
-        return "no labelled context without gold (n_no_gold = 0)" if _zero(r, "n_no_gold") else None
+        return ("no context without gold judged yes or no (n_no_gold = 0; partial is dropped)"
+                if _zero(r, "n_no_gold") else None)
 
     def discounted(r):
         if _zero(r, "n_no_gold"):
@@ -276,15 +334,17 @@ def _dialogue_tied(df, inputs, ctx):
         return None
 
     def audit(r):
-        if not _zero(r, "n_audit_confirmed"):
+        if not _zero(r, "n_audit_false_miss"):
             return None
         if not ctx.get("audit"):
-            return f"{AUDIT_OFF}, so no false miss is audit-confirmed (n_audit_confirmed = 0)"
-        return "no false miss is confirmed by the audit (n_audit_confirmed = 0)"
+            return f"{AUDIT_OFF}, so the audit has no false miss here (n_audit_false_miss = 0)"
+        return "the audit judges none of its audited no-gold contexts here 'yes' (n_audit_false_miss = 0)"
     return {"share_tied": _no_false_miss, "precision": no_gold, "precision_tied_insufficient": no_gold,
             **_same(("precision_discounted", "precision_discounted_ci_low", "precision_discounted_ci_high"),
                     discounted),
-            "share_audit_confirmed_tied": audit}
+            "share_audit_tied": audit,
+            "share_docs_tied": lambda r: ("no context without gold (n_docs_no_gold = 0)"
+                                          if _zero(r, "n_docs_no_gold") else None)}
 
 
 FEEDBACK_ORIGINS = ("rejected", "shown", "never_seen")
@@ -372,7 +432,14 @@ def _ladder_retrieval(df, inputs, ctx):
                if col.startswith("ndcg10_") and col != "ndcg10_macro"}}
 
 
-REASONS = {"agreement": _agreement, "copies": _copies, "evidence": _evidence, "figure2b_precision": _figure2b,
+def _data(df, inputs, ctx):
+    def corpus(r):
+        return ("no gold-in-corpus report for this domain's corpus in the run's gold checks (the benchmark's "
+                "corpus rule writes one per domain)")
+    return _same(("corpus_documents", "corpus_documents_min", "corpus_documents_max"), corpus)
+
+
+REASONS = {"data": _data, "agreement": _agreement, "copies": _copies, "evidence": _evidence, "figure2b_precision": _figure2b,
            "table1_labellers": _table1, "table3_mtrag": _table3, "table2_false_misses": _table2,
            "figure3_auroc": _figure3, "score_detectors": _score_detectors, "changed_conclusions": _changed,
            "ladder_steps": _ladder_steps, "dialogue_tied": _dialogue_tied, "false_miss_origin": _false_miss_origin,

@@ -202,7 +202,8 @@ def cmd_correctness(a):
 
 def cmd_audit(a):
     """The blind audit: a stratified, shuffled sample of the main slice's contexts, ids and
-    retrievers hidden, labelled by two procedures and adjudicated where they differ."""
+    retrievers hidden, labelled by two procedures (holistic, claim by claim; each sees the
+    reference answer) and adjudicated by a third run where they differ."""
     import pandas as pd
 
     from convrag.rag.jobs import Job
@@ -213,7 +214,7 @@ def cmd_audit(a):
         sample = judges.audit_sample(contexts, a.strata or judges.AUDIT_STRATA_PAPER, a.seed)
         by_id = {it["context_id"]: it for it in _items(a.items, set(sample["set"]))}
         items = [{"audit_id": row.audit_id, "item_id": row.audit_id, "context_id": row.context_id,
-                  **{k: by_id[row.context_id][k] for k in ("question", "history", "passages")}}
+                  **{k: by_id[row.context_id].get(k) for k in ("question", "history", "reference", "passages")}}
                  for row in sample.itertuples()]
         engine = job.engine(a.model, role="auditor")
         prompts = judges.load_prompts(a.prompts_dir, which=("audit",))["audit"]

@@ -18,10 +18,13 @@
 * ``changed_all``: the paper's 258 enumerated comparisons (see its docstring for how the
   enumeration is reconstructed).
 
-Conventions are ``label_quality``'s and ``abstention``'s (their module docstrings): partial
-counts as sufficient unless ``partial_insufficient``; a false miss is a no-gold context the
-primary labeller calls sufficient; intervals are percentile bootstraps with ``boot`` (turns, or
-whole dialogues when ``boot.unit == "dialogue"``).
+Conventions are ``label_quality``'s and ``abstention``'s (their module docstrings, which give the
+paper's sentences): binary metrics (precision, Youden's J, AUROC, refusal on sufficient or
+insufficient contexts) compare "yes" with "no" and drop "partial", and the qrels label's AUROC
+compares "all" with "none" and drops "part"; a false miss is a no-gold context the primary
+labeller judges "yes" (a "partial" one is neither a false nor a true miss); intervals are
+percentile bootstraps with ``boot`` (turns, or whole dialogues when ``boot.unit ==
+"dialogue"``).
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ import pandas as pd
 
 from convrag.errors import ConfigError, DataError
 from convrag.stats.bootstrap import bootstrap_statistic
-from convrag.stats.detection import _auroc_ranks, insufficient_from_labels, paired_detector_change
+from convrag.stats.detection import _auroc_ranks, paired_detector_change
 from convrag.studies.worse_labels.label_quality import (
+    DIALOGUE_TIED,
     _boot,
     _clusters,
     _contexts,
@@ -45,10 +49,10 @@ from convrag.studies.worse_labels.label_quality import (
     _labellers,
     _labels,
     _ladder,
-    _partial,
     _positions,
     _slices,
     _support_classes,
+    best_class,
 )
 
 __all__ = ["CHANGED_ALL_COLUMNS", "DIALOGUE_TIED", "DIALOGUE_TIED_COLUMNS", "HUMAN_COLUMNS", "LADDER_STEPS_COLUMNS",
@@ -56,7 +60,6 @@ __all__ = ["CHANGED_ALL_COLUMNS", "DIALOGUE_TIED", "DIALOGUE_TIED_COLUMNS", "HUM
            "human_feedback", "human_passages", "ladder_steps", "mtrag_human", "swap_pair"]
 
 _NAN = float("nan")
-DIALOGUE_TIED = ("same_thread", "near_duplicate", "other_turn_gold", "other_chunk")
 STEP_METRICS = ("precision", "youden_j")
 
 LADDER_STEPS_COLUMNS = ["slice", "labeller", "metric", "first", "second", "consecutive", "value_first", "value_second",
@@ -64,9 +67,9 @@ LADDER_STEPS_COLUMNS = ["slice", "labeller", "metric", "first", "second", "conse
                         "ci_low_alt", "ci_high_alt", "ci_shift"]
 DIALOGUE_TIED_COLUMNS = ["slice", "rung", "labeller", "n_no_gold", "n_insufficient", "n_false_miss", "n_tied",
                          "share_tied", "precision", "precision_discounted", "precision_discounted_ci_low",
-                         "precision_discounted_ci_high", "precision_tied_insufficient", "rungs", "unit",
-                         "n_audited_false_miss", "n_audit_confirmed", "n_audit_confirmed_tied",
-                         "share_audit_confirmed_tied"]
+                         "precision_discounted_ci_high", "precision_tied_insufficient", "n_docs_no_gold",
+                         "share_docs_tied", "rungs", "unit", "n_audited_no_gold", "n_audit_false_miss",
+                         "n_audit_tied", "share_audit_tied"]
 ORIGINS = ("other_turn_gold", "other_chunk", "near_duplicate", "same_thread", "rejected", "shown", "never_seen",
            "other", "unstated")
 ORIGIN_COLUMNS = ["slice", "rung", "labeller", "n_false_miss", *[f"n_{o}" for o in ORIGINS],
@@ -82,7 +85,8 @@ def ladder_steps(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=
     """Per slice x labeller x metric (precision of "no gold", Youden's J) x pair of rungs
     (first, second) in ladder order, every pair, ``consecutive`` when adjacent in the ladder:
     ``paired_detector_change`` second - first over the turns labelled under both rungs (aligned
-    by task_id; the pairs resampled together, whole dialogues when ``boot.unit`` is dialogue),
+    by task_id; the pairs resampled together, whole dialogues when ``boot.unit`` is dialogue;
+    "partial" dropped at each rung, as every binary metric of the paper),
     with its percentile interval; ``significant`` when the interval excludes 0 (a two-sided
     test at ``1 - alpha``). ``n``: turns in both; ``n_unlabelled``: of those, dropped for a
     missing label under either rung. ``ci_low_alt`` / ``ci_high_alt``: the same interval with
@@ -118,7 +122,7 @@ def ladder_steps(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=
                     def change(b_, a=a, b=b, metric=metric):
                         return paired_detector_change(a["no_gold"].to_numpy(bool), a["label"].tolist(),
                                                       b["no_gold"].to_numpy(bool), b["label"].tolist(), metric=metric,
-                                                      partial_insufficient=_partial(ctx),
+                                                      partial="drop",
                                                       clusters=_clusters(a.reset_index(), b_, where),
                                                       n_resamples=b_["n_resamples"], seed=b_["seed"])
                     try:
@@ -136,15 +140,8 @@ def ladder_steps(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=
 
 # ---- (b) dialogue-tied false misses and the discounted precision ------------------------------
 
-def _false_misses(g: pd.DataFrame, ctx: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(no_gold, insufficient, labelled) of a labeller's contexts of one rung."""
-    ins = insufficient_from_labels(g["label"].tolist(), partial_insufficient=_partial(ctx))
-    labelled = ~np.isnan(ins)
-    return g["no_gold"].to_numpy(bool), np.nan_to_num(ins, nan=0.0).astype(bool), labelled
-
-
 def _discounted(ins, tied) -> float:
-    """tp / (no-gold contexts - dialogue-tied false misses), over no-gold contexts."""
+    """no / (yes + no - dialogue-tied false misses), over the no-gold contexts judged yes or no."""
     den = ins.size - int(np.count_nonzero(tied))
     return float(np.count_nonzero(ins)) / den if den else _NAN
 
@@ -163,21 +160,25 @@ def strong_rungs(ctx: dict, slice_: str, rungs: list[str]) -> list[str]:
 
 
 def dialogue_tied(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=None) -> pd.DataFrame:
-    """Section 4.2: per slice x rung, the primary labeller's false misses (no-gold contexts it
-    calls sufficient) whose supporting documents include a document tied to the dialogue
-    (``doc_classes`` same_thread, near_duplicate, other_turn_gold or other_chunk: the qrels miss
-    them because the dialogue's annotators judged a neighbour, not the document itself):
-    ``n_tied`` of ``n_false_miss``, ``share_tied``; and the precision of "no gold" with those
-    false misses discounted, ``precision_discounted`` = insufficient / (no-gold - tied), with a
-    bootstrap interval over the no-gold contexts. The published pair (0.89 -> 0.45 from 0.68 ->
-    0.10) fits this reading: a tied false miss is a qrels gap, not a case of "no gold" failing,
-    so it leaves the no-gold set. ``precision_tied_insufficient`` is the other reading
-    ((insufficient + tied) / no-gold), given beside it. Row ``rung == "strong"`` pools the
-    ``strong_rungs`` (the paper's 0.86 "over the strong retrievers"), ``rungs`` naming them.
-    Audit-confirmed (the paper's 90% / 100%): of those false misses the blind audit labelled
-    (``n_audited_false_miss``), the ones it also calls sufficient (``n_audit_confirmed``), and
-    of those the dialogue-tied ones (``n_audit_confirmed_tied``, ``share_audit_confirmed_tied``;
-    tied by the primary labeller's supporting documents, as above; NaN without audit labels)."""
+    """Section 4.2 ("What a false miss contains"): per slice x rung, the primary labeller's false
+    misses (no-gold contexts it judges "yes") whose best evidence document (``label_quality.
+    best_class``: the first supporting document it names) is tied to the dialogue (``doc_classes``
+    same_thread, near_duplicate, other_turn_gold or other_chunk: the qrels miss them because the
+    dialogue's annotators judged a neighbour, not the document itself): ``n_tied`` of
+    ``n_false_miss``, ``share_tied`` (86% on both strong retrievers); ``share_docs_tied``, the
+    share of all documents of the rung's no-gold contexts that are dialogue-tied (72-74%: where
+    false misses sit, not why); and the precision of "no gold" with the tied false misses
+    discounted. Precision drops "partial" as every binary metric (``precision`` = no / (yes +
+    no) over the no-gold contexts), and ``precision_discounted`` = no / (yes + no - tied) takes
+    the tied false misses out of the no-gold set (a tied false miss is a qrels gap, not a case
+    of "no gold" failing), with a bootstrap interval over the no-gold contexts: the paper's .89
+    -> .45 from .68 -> .10 (worked on BM25-turn: no .61, yes .28, 73% of them tied: .61 / (.89 -
+    .20) = .89). ``precision_tied_insufficient`` is the other reading ((no + tied) / (yes + no)),
+    given beside it. Row ``rung == "strong"`` pools the ``strong_rungs`` (``rungs`` names them).
+    The blind audit's own false misses (the paper's 90% and 100%): of the no-gold contexts the
+    audit labelled (``n_audited_no_gold``), those it judges "yes" (``n_audit_false_miss``), and
+    of those the ones whose best evidence document the audit names is tied to the dialogue
+    (``n_audit_tied``, ``share_audit_tied``; NaN without audit labels)."""
     if _is_empty(contexts, labels):
         return _empty(DIALOGUE_TIED_COLUMNS)
     where = "dialogue_tied"
@@ -186,7 +187,7 @@ def dialogue_tied(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads
     lab = _labels(labels, ctx, where, support=True)
     boot = _boot(ctx)
     j = _join(c, lab)
-    audit = j[j["labeller"] == "audit"].set_index(["slice", "set", "_tid"])["label"]
+    audit = j[j["labeller"] == "audit"]
     rows = []
     for s in _slices(c):
         rungs = _ladder(c, ctx, s)
@@ -195,26 +196,29 @@ def dialogue_tied(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads
             g = j[(j["slice"] == s) & (j["set"] == rung) & (j["labeller"] == primary)]
             if g.empty:
                 continue
-            ng, ins, labelled = _false_misses(g, ctx)
-            keep = ng & labelled
-            sub = g[keep]
-            tied = np.array([bool(_support_classes(r, where) & set(DIALOGUE_TIED)) and not ins_
-                             for (_, r), ins_ in zip(sub.iterrows(), ins[keep])], dtype=bool)
-            a = [audit.get((s, rung, t)) if not f else None for t, f in zip(sub["_tid"], ins[keep])]
-            a = [None if x is None or (not isinstance(x, str) and pd.isna(x)) else x for x in a]
-            audited = np.array([x is not None for x in a], dtype=bool)
-            a_ins = insufficient_from_labels([x or "no" for x in a], partial_insufficient=_partial(ctx))
-            parts[rung] = (sub, ins[keep], tied, audited, audited & (a_ins == 0.0))
+            sub = g[g["no_gold"].to_numpy(bool) & g["label"].isin(["yes", "no"]).to_numpy()]
+            ins = (sub["label"] == "no").to_numpy()
+            tied = np.array([not i and best_class(r, where) in DIALOGUE_TIED for (_, r), i in zip(sub.iterrows(), ins)],
+                            dtype=bool)
+            au = audit[(audit["slice"] == s) & (audit["set"] == rung) & audit["no_gold"].to_numpy(bool)
+                       & audit["label"].notna().to_numpy()]
+            audited = np.ones(len(au), dtype=bool)
+            confirmed = (au["label"] == "yes").to_numpy()
+            a_tied = np.array([bool(y) and best_class(r, where) in DIALOGUE_TIED for (_, r), y in
+                               zip(au.iterrows(), confirmed)], dtype=bool)
+            docs = c[(c["slice"] == s) & (c["set"] == rung) & c["no_gold"]]["doc_classes"]
+            classes = [str(x) for d in docs for x in _positions(d)]
+            parts[rung] = (sub, ins, tied, audited, confirmed, len(classes),
+                           sum(x in DIALOGUE_TIED for x in classes), a_tied)
         for name, members in [*[(r, [r]) for r in parts], ("strong", [r for r in strong_rungs(ctx, s, rungs)
                                                                          if r in parts])]:
             if not members:
                 continue
             sub = pd.concat([parts[r][0] for r in members], ignore_index=True)
-            ins_ = np.concatenate([parts[r][1] for r in members])
-            tied = np.concatenate([parts[r][2] for r in members])
-            audited = np.concatenate([parts[r][3] for r in members])
-            confirmed = np.concatenate([parts[r][4] for r in members])
-            n_conf, n_conf_tied = int(confirmed.sum()), int((confirmed & tied).sum())
+            ins_, tied, audited, confirmed, a_tied = (np.concatenate([parts[r][k] for r in members])
+                                                      for k in (1, 2, 3, 4, 7))
+            n_docs, n_docs_tied = (sum(parts[r][k] for r in members) for k in (5, 6))
+            n_conf, n_conf_tied = int(confirmed.sum()), int(a_tied.sum())
             n, n_ins, n_tied = int(ins_.size), int(ins_.sum()), int(tied.sum())
             n_fm = n - n_ins
             lo = hi = _NAN
@@ -228,10 +232,10 @@ def dialogue_tied(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads
                          "precision_discounted": _discounted(ins_, tied) if n else _NAN,
                          "precision_discounted_ci_low": lo, "precision_discounted_ci_high": hi,
                          "precision_tied_insufficient": (n_ins + n_tied) / n if n else _NAN,
+                         "n_docs_no_gold": n_docs, "share_docs_tied": n_docs_tied / n_docs if n_docs else _NAN,
                          "rungs": " ".join(members), "unit": boot["unit"],
-                         "n_audited_false_miss": int(audited.sum()), "n_audit_confirmed": n_conf,
-                         "n_audit_confirmed_tied": n_conf_tied,
-                         "share_audit_confirmed_tied": n_conf_tied / n_conf if n_conf else _NAN})
+                         "n_audited_no_gold": int(audited.sum()), "n_audit_false_miss": n_conf,
+                         "n_audit_tied": n_conf_tied, "share_audit_tied": n_conf_tied / n_conf if n_conf else _NAN})
     return pd.DataFrame(rows, columns=DIALOGUE_TIED_COLUMNS) if rows else _empty(DIALOGUE_TIED_COLUMNS)
 
 
@@ -241,24 +245,25 @@ AUDIT_PROCEDURES_MEASURE = "audit_procedures_agree"
 
 
 def audit_procedures(records: pd.DataFrame) -> pd.DataFrame:
-    """§4.2's "the audit's two procedures agree on 97%": per slice, the share of the audited
-    contexts whose two procedures (``direct``, ``per_document``) gave the same readable label,
-    the audit's own ``agree`` (the rest went to adjudication), over every audited context (``n``).
-    ``records``: the audit files' records with a ``slice`` column; rows in ``agreement``'s
-    columns (measure ``audit_procedures_agree``, labeller_a direct, labeller_b per_document)."""
+    """§3's "the audit's two runs agree on 97% of items": per slice, the share of the audited
+    contexts whose two procedures (``holistic``, ``claims``: claim by claim) gave the same
+    readable label, the audit's own ``agree`` (the rest went to the adjudicating third run),
+    over every audited context (``n``). ``records``: the audit files' records with a ``slice``
+    column; rows in ``agreement``'s columns (measure ``audit_procedures_agree``, labeller_a
+    holistic, labeller_b claims)."""
     from convrag.studies.worse_labels.label_quality import AGREEMENT_COLUMNS
 
     if records is None or records.empty:
         return _empty(AGREEMENT_COLUMNS)
-    missing = [k for k in ("slice", "direct", "per_document") if k not in records.columns]
+    missing = [k for k in ("slice", "holistic", "claims") if k not in records.columns]
     if missing:
         raise DataError(f"worse_labels.audit_procedures: audit records lack field(s) {', '.join(missing)}")
     rows = []
     for s, g in records.groupby(records["slice"].astype(str), sort=True):
         same = [isinstance(a, str) and isinstance(b, str) and a.strip().lower() == b.strip().lower()
-                for a, b in zip(g["direct"], g["per_document"])]
-        rows.append({"slice": s, "measure": AUDIT_PROCEDURES_MEASURE, "labeller_a": "direct",
-                     "labeller_b": "per_document", "value": float(np.mean(same)), "n": int(len(g))})
+                for a, b in zip(g["holistic"], g["claims"])]
+        rows.append({"slice": s, "measure": AUDIT_PROCEDURES_MEASURE, "labeller_a": "holistic",
+                     "labeller_b": "claims", "value": float(np.mean(same)), "n": int(len(g))})
     return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
 
 
@@ -419,7 +424,7 @@ def _origin(classes: set[str], support: list[str], seen: dict[str, str]) -> str:
 def false_miss_origin(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, feedback: pd.DataFrame | None = None
                       ) -> pd.DataFrame:
     """Table 3's split of false misses by origin: per slice x rung, each false miss of the
-    primary labeller counted once under ``_origin`` of its supporting documents (``support``
+    primary labeller (no gold, judged "yes") counted once under ``_origin`` of its supporting documents (``support``
     positions -> ``doc_ids`` / ``doc_classes``). With MTRAG's annotator feedback
     (``human_feedback``, matched on the context's ``dialogue`` = conversation id) a passage is
     ``rejected`` when the conversation's annotators turned it down at some turn and never
@@ -448,8 +453,7 @@ def false_miss_origin(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, f
             g = j[(j["slice"] == s) & (j["set"] == rung) & (j["labeller"] == primary)]
             if g.empty:
                 continue
-            ng, ins, labelled = _false_misses(g, ctx)
-            fm = g[ng & labelled & ~ins]
+            fm = g[g["no_gold"].to_numpy(bool) & (g["label"] == "yes").to_numpy()]
             counts = dict.fromkeys(ORIGINS, 0)
             rejected_only = 0
             for _, r in fm.iterrows():
@@ -520,9 +524,10 @@ def swap_pair(ctx: dict) -> tuple[str, str] | None:
 def changed_all(contexts, labels, reads, ctx, *, base: str = "qrels", other: str | None = None) -> pd.DataFrame:
     """§4.3 ``changed_conclusions``: the comparisons an abstention study of this grid reports,
     each estimated under two labels (``base``: the qrels label; ``other``: the primary content
-    labeller, or a second judge for the judge swap) over the same contexts (those every content
-    label of the two labels), and whether its conclusion changes (sign of two non-zero point
-    estimates, or whether the 95% interval excludes 0).
+    labeller, or a second judge for the judge swap), each label over the contexts it keeps
+    (the qrels label "all" vs "none", a content label "yes" vs "no", as Figure 3), and whether
+    its conclusion changes (sign of two non-zero point estimates, or whether the 95% interval
+    excludes 0).
 
     The paper gives the count (258), not the list. Its reconstruction here: every comparison
     of the paper's abstention results (Figure 3's AUROCs, the refusal rates of Tables 2 and 3,
@@ -537,9 +542,10 @@ def changed_all(contexts, labels, reads, ctx, *, base: str = "qrels", other: str
       with a status line on the contexts INSUFFICIENT under the label: 2 R C(K,2) + 2 K C(R,2);
     * four families per reader x rung cell: ``auroc_chance`` (AUROC - 0.5: does the reader
       beat chance?), ``refusal_gap`` (refusal on insufficient minus on sufficient contexts),
-      ``contrast_2b_2c`` (refusal on contexts the label calls sufficient minus with the turn's
-      gold documents, over those turns) and ``detector_gap`` (AUROC for insufficiency of the
-      retrieval score top1_z minus the reader's 1 - p): 4 R K.
+      ``contrast_2b_2c`` (refusal on the contexts the label calls insufficient minus with the
+      turn's gold documents, over those turns: the 2b/2c question, "does a reader refuse more
+      when its retrieval failed than when it had the gold") and ``detector_gap`` (AUROC for
+      insufficiency of the retrieval score top1_z minus the reader's 1 - p): 4 R K.
 
     RECOR (K=4, R=3): 2*3*6 + 2*4*3 + 4*12 = 108; MTRAG (K=5, R=3): 2*3*10 + 2*5*3 + 4*15 = 150;
     together 258, the paper's count. Which families the paper used is not stated; this choice is
@@ -554,11 +560,9 @@ def changed_all(contexts, labels, reads, ctx, *, base: str = "qrels", other: str
         if val != ab.QRELS and val not in d.s.labellers:
             raise ConfigError(f"changed_all: {name} = {val!r} is neither '{ab.QRELS}' nor one of ctx.labellers "
                               f"{list(d.s.labellers)}")
-    content = [n for n in dict.fromkeys((base, other)) if n != ab.QRELS]
 
-    def labelled(v):
-        return (np.all([d.suff(v, n).notna().to_numpy() for n in content], axis=0) if content
-                else np.ones(len(v), dtype=bool))
+    def kept(v, lab):
+        return d.suff(v, lab).notna().to_numpy()
 
     rows = []
 
@@ -577,8 +581,7 @@ def changed_all(contexts, labels, reads, ctx, *, base: str = "qrels", other: str
         return r["estimate"], r["ci_low"], r["ci_high"], int(r["n"])
 
     def refused_where(v, lab, suff_value):
-        y = np.where(labelled(v), d.suff(v, lab).to_numpy(), np.nan)
-        return np.where(y == suff_value, v["refused"].to_numpy(dtype=float), np.nan)
+        return np.where(d.suff(v, lab).to_numpy() == suff_value, v["refused"].to_numpy(dtype=float), np.nan)
 
     for sl in d.slices():
         rungs, readers = compared_rungs(ctx, sl, d.rungs(sl)), d.readers(sl)
@@ -586,23 +589,26 @@ def changed_all(contexts, labels, reads, ctx, *, base: str = "qrels", other: str
         for q in readers:  # auroc_rungs
             for r1, r2 in combinations(rungs, 2):
                 v1, v2 = views[(r1, q)], views[(r2, q)]
-                t = v1.index[v1["p"].notna().to_numpy() & labelled(v1)].intersection(
-                    v2.index[v2["p"].notna().to_numpy() & labelled(v2)], sort=False)
-                a, b = v1.loc[t], v2.loc[t]
+                res = {}
+                for lab in (base, other):
+                    t = v1.index[v1["p"].notna().to_numpy() & kept(v1, lab)].intersection(
+                        v2.index[v2["p"].notna().to_numpy() & kept(v2, lab)], sort=False)
+                    a, b = v1.loc[t], v2.loc[t]
+                    res[lab] = stat([d.suff(a, lab).to_numpy().astype(int), a["p"].to_numpy(),
+                                     d.suff(b, lab).to_numpy().astype(int), b["p"].to_numpy()],
+                                    ab._auroc_diff_two_rungs, a["dialogue"].to_numpy())
                 add({"slice": sl, "family": "auroc_rungs", "comparison": "auroc_rungs", "reader": q, "rung": None,
-                     "first": r1, "second": r2},
-                    {lab: stat([d.suff(a, lab).to_numpy().astype(int), a["p"].to_numpy(),
-                                d.suff(b, lab).to_numpy().astype(int), b["p"].to_numpy()],
-                               ab._auroc_diff_two_rungs, a["dialogue"].to_numpy()) for lab in (base, other)})
+                     "first": r1, "second": r2}, res)
         for r in rungs:  # auroc_readers
             for q1, q2 in combinations(readers, 2):
                 v1, v2 = views[(r, q1)], views[(r, q2)]
-                keep = v1["p"].notna().to_numpy() & v2["p"].notna().to_numpy() & labelled(v1)
+                res = {}
+                for lab in (base, other):
+                    keep = v1["p"].notna().to_numpy() & v2["p"].notna().to_numpy() & kept(v1, lab)
+                    res[lab] = stat([d.suff(v1, lab).to_numpy()[keep].astype(int), v1["p"].to_numpy()[keep],
+                                     v2["p"].to_numpy()[keep]], _auroc_b_minus_a, v1["dialogue"].to_numpy()[keep])
                 add({"slice": sl, "family": "auroc_readers", "comparison": "auroc_readers", "reader": None, "rung": r,
-                     "first": q1, "second": q2},
-                    {lab: stat([d.suff(v1, lab).to_numpy()[keep].astype(int), v1["p"].to_numpy()[keep],
-                                v2["p"].to_numpy()[keep]], _auroc_b_minus_a, v1["dialogue"].to_numpy()[keep])
-                     for lab in (base, other)})
+                     "first": q1, "second": q2}, res)
         for q in readers:  # refusal_rungs: turns with either rung's value, resampled together
             for r1, r2 in combinations(rungs, 2):
                 v1, v2 = views[(r1, q)], views[(r2, q)]
@@ -632,10 +638,12 @@ def changed_all(contexts, labels, reads, ctx, *, base: str = "qrels", other: str
                 v = views[(r, q)]
                 dia = v["dialogue"].to_numpy()
                 key = {"slice": sl, "reader": q, "rung": r, "first": None, "second": None}
-                keep = v["p"].notna().to_numpy() & labelled(v)
-                add({**key, "family": "auroc_chance", "comparison": "auroc_chance"},
-                    {lab: stat([d.suff(v, lab).to_numpy()[keep].astype(int), v["p"].to_numpy()[keep]],
-                               _auroc_minus_half, dia[keep]) for lab in (base, other)})
+                res = {}
+                for lab in (base, other):
+                    keep = v["p"].notna().to_numpy() & kept(v, lab)
+                    res[lab] = stat([d.suff(v, lab).to_numpy()[keep].astype(int), v["p"].to_numpy()[keep]],
+                                    _auroc_minus_half, dia[keep])
+                add({**key, "family": "auroc_chance", "comparison": "auroc_chance"}, res)
                 res = {}
                 for lab in (base, other):
                     ri, rs = refused_where(v, lab, 0.0), refused_where(v, lab, 1.0)
@@ -645,15 +653,15 @@ def changed_all(contexts, labels, reads, ctx, *, base: str = "qrels", other: str
                 gold = d.read(sl, "gold", q, v.index)
                 res = {}
                 for lab in (base, other):
-                    suff = np.where(labelled(v), d.suff(v, lab).to_numpy(), np.nan) == 1.0
-                    a, g = v["refused"].to_numpy(dtype=float)[suff], gold["refused"].to_numpy(dtype=float)[suff]
-                    res[lab] = stat([g, a], _mean_diff, dia[suff])  # rung - gold
+                    miss = d.suff(v, lab).to_numpy() == 0.0  # the retrieval failed under the label
+                    a, g = v["refused"].to_numpy(dtype=float)[miss], gold["refused"].to_numpy(dtype=float)[miss]
+                    res[lab] = stat([g, a], _mean_diff, dia[miss])  # rung - gold
                 add({**key, "family": "contrast_2b_2c", "comparison": "contrast_2b_2c"}, res)
                 res = {}
                 for lab in (base, other):
                     y = 1.0 - d.suff(v, lab).to_numpy()  # 1 = insufficient
                     sz, sp = -v["top1_z"].to_numpy(dtype=float), 1.0 - v["p"].to_numpy(dtype=float)
-                    k = labelled(v) & ~np.isnan(y) & np.isfinite(sz) & np.isfinite(sp)
+                    k = ~np.isnan(y) & np.isfinite(sz) & np.isfinite(sp)
                     res[lab] = stat([y[k].astype(int), sp[k], sz[k]], _auroc_b_minus_a, dia[k])  # top1_z - reader
                 add({**key, "family": "detector_gap", "comparison": "detector_gap"}, res)
     return pd.DataFrame(rows, columns=CHANGED_ALL_COLUMNS)

@@ -8,9 +8,11 @@ the same contexts (a retriever's top-5 for a turn, the gold documents, or none).
   Value ``{"label", "support"}``. A panel of small judges is combined by ``panel_label``.
 * ``worse_labels_correctness`` (``correctness.yaml``): a 1-5 score of a reader's answer
   against the reference; ``is_correct`` = answered (ANSWERABLE) and score >= 4.
-* the audit: ``audit_sample`` draws the contexts a stronger auditor labels (stratified,
-  shuffled, task ids and retrievers hidden behind ``audit_id``); ``run_audit`` asks two
-  procedures (direct; per document) and adjudicates where they disagree.
+* the audit (§3 of the paper's text: two runs of its auditor, Claude Opus 5.5, label 250
+  contexts blind, one holistically and one claim by claim, and a third run adjudicates):
+  ``audit_sample`` draws the contexts (stratified, shuffled, task ids and retrievers hidden
+  behind ``audit_id``); ``run_audit`` asks the two procedures, ``holistic`` and ``claims``, each
+  seeing the reference answer as the paper's labellers do, and adjudicates where they disagree.
 
 Prompts are in the project's own wording under ``resources/prompts/worse_labels/``; every
 model call is greedy; a reply no parser can read is recorded as ``None`` and counted, never
@@ -40,8 +42,7 @@ from convrag.studies.worse_labels.readers import STATUSES
 __all__ = ["AUDIT_MAX_TOKENS", "AUDIT_STRATA_PAPER", "CONTENT", "CORRECTNESS", "LABELS", "PROCEDURES",
            "PROMPT_FILES", "audit_items", "audit_messages", "audit_sample", "check_audit_prompts", "check_content_prompts",
            "check_correctness_prompts", "content_messages", "correctness_messages", "is_correct", "judge_content",
-           "load_prompts", "panel_label", "parse_content", "parse_correctness", "parse_per_document",
-           "run_audit"]
+           "load_prompts", "panel_label", "parse_claims", "parse_content", "parse_correctness", "run_audit"]
 
 PROMPT_FILES = {"content": CONTENT_PROMPT_FILE, "correctness": "worse_labels/correctness.yaml",
                 "audit": "worse_labels/audit.yaml"}
@@ -57,12 +58,15 @@ def check_correctness_prompts(prompts: Mapping, where: str) -> None:
     check_examples(prompts, where, ("question", "reference", "answer", "score"))
 
 
+AUDIT_FIELDS = CONTEXT_FIELDS | {"reference"}
+
+
 def check_audit_prompts(prompts: Mapping, where: str) -> None:
     review = {"label_a", "reply_a", "label_b", "reply_b"}
-    check_prompts(prompts, where, {"direct.system": set(), "direct.user": CONTEXT_FIELDS,
-                                   "per_document.system": set(), "per_document.user": CONTEXT_FIELDS,
-                                   "adjudicate.system": set(), "adjudicate.user": CONTEXT_FIELDS | review},
-                  texts=("no_history", "no_passages", "unreadable"))
+    check_prompts(prompts, where, {"holistic.system": set(), "holistic.user": AUDIT_FIELDS,
+                                   "claims.system": set(), "claims.user": AUDIT_FIELDS,
+                                   "adjudicate.system": set(), "adjudicate.user": AUDIT_FIELDS | review},
+                  texts=("no_history", "no_passages", "no_reference", "unreadable"))
 
 
 _CHECKS = {"content": check_content_prompts, "correctness": check_correctness_prompts, "audit": check_audit_prompts}
@@ -219,43 +223,47 @@ def audit_sample(contexts: pd.DataFrame, strata: Sequence[Mapping], seed: int) -
     return out
 
 
-PROCEDURES = ("direct", "per_document")
-AUDIT_MAX_TOKENS = {"direct": 96, "per_document": 160, "adjudicate": 96}
-_DOC_LINE = re.compile(r"^\s*\[?(\d+)\]?\s*[:.\-)]?\s*(answers|helps|irrelevant)\b", re.IGNORECASE)
+PROCEDURES = ("holistic", "claims")
+AUDIT_MAX_TOKENS = {"holistic": 96, "claims": 320, "adjudicate": 96}
+_CLAIM_LINE = re.compile(r"^\s*claim\s*(\d+)\s*[:.)]\s*(.*?)\s*(?:->|=>|\u2192)\s*(not\s+supported|supported"
+                         r"(?:\s+by)?\s*[:\-]?\s*(.*))\s*$", re.IGNORECASE)
 _FINAL_LABEL = re.compile(r"^\s*label\s*[:\-]\s*(yes|partial|no)\b", re.IGNORECASE)
+_CLAIM_MARKUP = re.compile(r"[*_#`]")  # the content parser's markup but ">": the claims' arrow keeps it
 
 
-def parse_per_document(text: str | None) -> dict | None:
-    """``{"label", "support", "documents"}`` from a per-document reply: ``documents`` maps each
-    readable ``[k] answers|helps|irrelevant`` line to its verdict; ``support`` = the documents
-    that answer or help; ``label`` from the LAST ``Label: yes|partial|no`` line. None without
-    a label line."""
-    docs, label = {}, None
+def parse_claims(text: str | None) -> dict | None:
+    """``{"label", "support", "claims"}`` from a claim-by-claim reply: ``claims`` lists each
+    readable ``Claim k: ... -> supported by 1, 3`` / ``-> not supported`` line as ``{claim,
+    supported, documents}``; ``support`` = the documents of the supported claims, in first-named
+    order; ``label`` from the LAST ``Label: yes|partial|no`` line. None without a label line."""
+    claims, label = [], None
     for line in (text or "").splitlines():
-        line = _MARKUP.sub("", line)
-        m = _DOC_LINE.match(line)
+        m = _CLAIM_LINE.match(_CLAIM_MARKUP.sub("", line))
         if m:
-            docs.setdefault(int(m.group(1)), m.group(2).lower())
-        f = _FINAL_LABEL.match(line)
+            supported = not m.group(3).lower().startswith("not")
+            docs = [int(x) for x in re.findall(r"\d+", m.group(4) or "") if int(x) > 0] if supported else []
+            claims.append({"claim": int(m.group(1)), "supported": supported, "documents": docs})
+        f = _FINAL_LABEL.match(_MARKUP.sub("", line))
         if f:
             label = f.group(1).lower()
     if label is None:
         return None
-    return {"label": label, "support": [k for k, v in docs.items() if v != "irrelevant"], "documents": docs}
+    return {"label": label, "support": list(dict.fromkeys(d for c in claims for d in c["documents"])),
+            "claims": claims}
 
 
-_PARSERS = {"direct": parse_content, "per_document": parse_per_document, "adjudicate": parse_content}
+_PARSERS = {"holistic": parse_content, "claims": parse_claims, "adjudicate": parse_content}
 
 
 def audit_messages(prompts: Mapping, item: Mapping, procedure: str, reviews: Sequence[Mapping] = ()) -> list[dict]:
-    """Messages of one audit procedure: "direct" and "per_document" see the context; "adjudicate"
-    also sees ``reviews`` = the two earlier ``{label, raw}`` as Reviewer A (direct) and
-    Reviewer B (per document), with no model or procedure names."""
+    """Messages of one audit procedure: "holistic" and "claims" see the context and the
+    reference answer; "adjudicate" also sees ``reviews`` = the two earlier ``{label, raw}`` as
+    Reviewer A (holistic) and Reviewer B (claims), with no model or procedure names."""
     if procedure not in (*PROCEDURES, "adjudicate"):
         raise ValueError(f"audit_messages: unknown procedure {procedure!r}")
     _need(item, ("question", "passages"), f"audit {procedure}")
     p = prompts[procedure]
-    extra = {}
+    extra = {"reference": str(item.get("reference") or "").strip() or prompts["no_reference"].strip()}
     if procedure == "adjudicate":
         if len(reviews) != 2:
             raise ValueError(f"audit_messages: item {item.get('audit_id')}: adjudication needs two reviews")
@@ -279,14 +287,15 @@ def _label(value):
 
 
 def run_audit(items: Sequence[Mapping], engine, prompts: Mapping, max_tokens=None) -> list[dict]:
-    """The audit of ``items`` (``{audit_id, question, history, passages}``, e.g. rows of
-    ``audit_sample``): ONE engine call asks both procedures for every item; ONE more call
-    adjudicates only the items whose two labels differ or where either is unreadable (none
-    such: no second call). Records, in item order: ``{audit_id, direct, per_document,
-    adjudicated (None when not asked), final, agree, support_direct, support_per_document,
-    support_adjudicated, raw_direct, raw_per_document, raw_adjudicated}``; ``final`` is the
-    agreed label, else the adjudicated one (None when that reply is unreadable).
-    ``max_tokens``: an int for all three, or a mapping per procedure (``AUDIT_MAX_TOKENS``).
+    """The audit of ``items`` (``{audit_id, question, history, reference, passages}``, e.g. rows
+    of ``audit_sample``): ONE engine call asks both procedures (holistic, claims) for every
+    item; ONE more call, the third run, adjudicates only the items whose two labels differ or
+    where either is unreadable (none such: no second call). Records, in item order:
+    ``{audit_id, holistic, claims, adjudicated (None when not asked), final, agree,
+    support_holistic, support_claims, support_adjudicated, raw_holistic, raw_claims,
+    raw_adjudicated}``; ``final`` is the agreed label, else the adjudicated one (None when that
+    reply is unreadable). ``max_tokens``: an int for all three, or a mapping per procedure
+    (``AUDIT_MAX_TOKENS``).
     """
     def ask(procedure, msgs):
         return Request(messages=msgs, sampling=Sampling(temperature=0.0, max_tokens=_tokens(max_tokens, procedure)))
@@ -301,15 +310,15 @@ def run_audit(items: Sequence[Mapping], engine, prompts: Mapping, max_tokens=Non
             value = _PARSERS[proc](raw)
             rec.update({proc: _label(value), f"support_{proc}": None if value is None else value["support"],
                         f"raw_{proc}": raw})
-        rec["agree"] = rec["direct"] is not None and rec["direct"] == rec["per_document"]
+        rec["agree"] = rec["holistic"] is not None and rec["holistic"] == rec["claims"]
         rec.update(adjudicated=None, support_adjudicated=None, raw_adjudicated=None,
-                   final=rec["direct"] if rec["agree"] else None)
+                   final=rec["holistic"] if rec["agree"] else None)
         out.append(rec)
     todo = [i for i, r in enumerate(out) if not r["agree"]]
     if todo:
         reqs = [ask("adjudicate", audit_messages(prompts, items[i], "adjudicate", [
-            {"label": out[i]["direct"], "raw": out[i]["raw_direct"]},
-            {"label": out[i]["per_document"], "raw": out[i]["raw_per_document"]}])) for i in todo]
+            {"label": out[i]["holistic"], "raw": out[i]["raw_holistic"]},
+            {"label": out[i]["claims"], "raw": out[i]["raw_claims"]}])) for i in todo]
         for i, r in zip(todo, engine.generate(reqs, desc="worse_labels adjudicate")):
             value = parse_content(r.text)
             out[i].update(adjudicated=_label(value), final=_label(value), raw_adjudicated=r.text,
@@ -318,9 +327,10 @@ def run_audit(items: Sequence[Mapping], engine, prompts: Mapping, max_tokens=Non
 
 
 def audit_items(sample: pd.DataFrame, turns: Mapping[str, Mapping], passages: Mapping[str, str]) -> list[dict]:
-    """Auditor items from ``audit_sample`` rows: the turn's question and history (``turns``:
-    task_id -> ``{question, history}``) and the passage texts of ``doc_ids`` (``passages``:
-    doc id -> text). Only ``audit_id`` identifies an item: no task id, retriever or doc id."""
+    """Auditor items from ``audit_sample`` rows: the turn's question, history and reference
+    answer (``turns``: task_id -> ``{question, history, reference}``) and the passage texts of
+    ``doc_ids`` (``passages``: doc id -> text). Only ``audit_id`` identifies an item: no task id,
+    retriever or doc id."""
     out = []
     for row in sample.itertuples(index=False):
         turn = turns.get(row.task_id)
@@ -331,5 +341,5 @@ def audit_items(sample: pd.DataFrame, turns: Mapping[str, Mapping], passages: Ma
         if lost:
             raise DataError(f"audit_items: {row.audit_id} (task {row.task_id}): no text for doc(s) {lost[:3]}")
         out.append({"audit_id": row.audit_id, "question": turn["question"], "history": turn.get("history"),
-                    "passages": [passages[d] for d in ids]})
+                    "reference": turn.get("reference"), "passages": [passages[d] for d in ids]})
     return out

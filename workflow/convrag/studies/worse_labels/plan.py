@@ -119,7 +119,20 @@ def human_judge(config: dict) -> str | None:
     return p if p in content_judges(config) else config["worse_labels"]["judges"]["content"][0]
 
 
+def analysed_rungs(config: dict, slice_: str) -> list[str]:
+    """The rungs whose contexts are read, labelled and analysed, in ladder order: every rung but
+    the ``retrieval_only`` ones (scored for nDCG and gold in the top k only)."""
+    return [r for r, x in slices(config)[slice_]["ladder"].items() if not x.get("retrieval_only")]
+
+
 def sets(config: dict, slice_: str) -> list[str]:
+    """The context sets readers read and judges label: the analysed rungs, gold, none, control."""
+    s = slices(config)[slice_]
+    return [*analysed_rungs(config, slice_), "gold", "none", *(["control"] if s.get("control") else [])]
+
+
+def context_sets(config: dict, slice_: str) -> list[str]:
+    """Every context set the contexts stage builds: ``sets`` and the retrieval-only rungs."""
     s = slices(config)[slice_]
     return [*s["ladder"], "gold", "none", *(["control"] if s.get("control") else [])]
 

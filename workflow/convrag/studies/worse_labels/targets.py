@@ -32,8 +32,8 @@ def load_contexts(inputs) -> pd.DataFrame:
 
 def load_labels(inputs, ctx) -> pd.DataFrame:
     """Every labeller's labels, long: the content judges (value {label, support} or None when
-    unparsable), the panel's majority, the audit's final label, and the world's truth where the
-    benchmark has it."""
+    unparsable), the panel's majority, the audit's final label (with the documents its deciding
+    run names), and the world's truth where the benchmark has it."""
     from convrag.io import read_jsonl
     from convrag.studies.worse_labels.judges import panel_label
 
@@ -48,7 +48,10 @@ def load_labels(inputs, ctx) -> pd.DataFrame:
     for p in _paths(inputs.get("audit")):
         for v in read_jsonl(p):
             set_, task = _split(v["context_id"])
-            rows.append(dict(slice=Path(p).stem, task_id=task, set=set_, labeller="audit", label=v["final"], support=[]))
+            # the documents the final label rests on: the adjudicating run's, else the holistic run's
+            support = v.get("support_adjudicated") if v.get("adjudicated") is not None else v.get("support_holistic")
+            rows.append(dict(slice=Path(p).stem, task_id=task, set=set_, labeller="audit", label=v["final"],
+                             support=list(support or [])))
     df = pd.DataFrame(rows, columns=LABEL_COLUMNS)
     members = ctx.get("panel_members") or []
     if members and not df.empty:
@@ -115,12 +118,26 @@ def load_reads(inputs, judge: str | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=READ_COLUMNS)
 
 
+def _macro(values: np.ndarray, domains: np.ndarray) -> float:
+    """The mean over domains of the per-domain mean (``domains``: integer codes)."""
+    counts = np.bincount(domains)
+    sums = np.bincount(domains, weights=values)
+    have = counts > 0
+    return float(np.mean(sums[have] / counts[have])) if have.any() else float("nan")
+
+
 def ladder_table(inputs, ctx) -> pd.DataFrame:
     """Section 3: nDCG@10 per domain and macro over domains, and the share of turns with a gold
-    document in the top k, per slice and rung; with each fused rung's weights and their source."""
+    document in the top k, per slice and rung (every rung, the retrieval-only ones too: the
+    Query2doc-only check of §3), with percentile intervals from resampling the turns (``boot``;
+    the macro mean recomputed in each resample); with each fused rung's weights and their
+    source."""
     from convrag.io import read_json
+    from convrag.stats.bootstrap import bootstrap_ci, bootstrap_statistic
 
     c = load_contexts(inputs)
+    boot = ctx.get("boot") or {}
+    kw = {"n_resamples": int(boot.get("n_resamples", 1000)), "seed": int(boot.get("seed", 0))}
     weights = {(Path(p).parent.name, Path(p).stem): read_json(p) for p in _paths(inputs.get("weights"))}
     rows = []
     for s, ladder in ctx["ladders"].items():
@@ -129,14 +146,64 @@ def ladder_table(inputs, ctx) -> pd.DataFrame:
             if sub.empty:
                 continue
             per_domain = sub.groupby("domain")["ndcg10"].mean()
+            nd = sub["ndcg10"].to_numpy(float)
+            codes = pd.factorize(sub["domain"].astype(str))[0]
+            ci = bootstrap_statistic([nd, codes], _macro, **kw)
+            hit = bootstrap_ci((~sub["no_gold"].astype(bool)).to_numpy(float), **kw)
             w = weights.get((s, r))
             rows.append(dict(slice=s, rung=r, turns=len(sub), ndcg10_macro=float(per_domain.mean()),
-                             gold_in_topk=float((~sub["no_gold"].astype(bool)).mean()),
+                             ndcg10_macro_ci_low=ci["ci_low"], ndcg10_macro_ci_high=ci["ci_high"],
+                             gold_in_topk=hit["mean"], gold_in_topk_ci_low=hit["ci_low"],
+                             gold_in_topk_ci_high=hit["ci_high"],
                              **{f"ndcg10_{d}": float(v) for d, v in per_domain.items()},
                              weights=None if w is None else " ".join(f"{n}={x:.2f}" for n, x in
                                                                     zip(w["components"], w["weights"])),
                              weights_source=None if w is None else w["source"]))
     return pd.DataFrame(rows)
+
+
+DATA_COLUMNS = ["slice", "domain", "turns", "dialogues", "turns_per_dialogue_min", "turns_per_dialogue_max",
+                "corpus_documents", "corpus_documents_min", "corpus_documents_max", "contexts_judged", "sets_judged"]
+
+
+def data_table(inputs, ctx) -> pd.DataFrame:
+    """Section 3's data (and §4.4's for MTRAG): per slice and domain, then the slice as a whole
+    (domain ``all``), the turns audited (those with gold: RECOR dev's 858, MTRAG's 777), their
+    dialogues (211) and turns per dialogue (3-5), the documents of the domain's corpus (16k-121k;
+    from the corpus's gold check, ``gold`` reports; the whole slice: their total, fewest and
+    most) and the contexts the judges label for the paper's analyses: the analysed rungs' and
+    the gold contexts (858 x 5 = 4,290). Dialogues are counted per domain (an id may repeat
+    across domains)."""
+    from convrag.io import read_json
+
+    c = load_contexts(inputs)
+    docs = {}
+    for p in _paths(inputs.get("gold")):
+        rep = read_json(p)
+        docs[(str(rep.get("benchmark")), str(rep.get("domain")))] = rep.get("passages")
+    rows = []
+    for s, ladder in ctx["ladder"].items():
+        cs = c[c["slice"] == s]
+        turns = cs[cs["set"] == "gold"]
+        if turns.empty:
+            continue
+        judged = [*ladder, "gold"]
+        bench = ctx.get("benchmarks", {}).get(s)
+
+        def row(domain, t, sub):
+            per = t.groupby(t["domain"].astype(str) + "/" + t["dialogue"].astype(str)).size()
+            n_docs = [docs.get((str(bench), str(d))) for d in sorted(set(t["domain"].astype(str)))]
+            n_docs = [x for x in n_docs if x is not None]
+            return {"slice": s, "domain": domain, "turns": int(len(t)), "dialogues": int(len(per)),
+                    "turns_per_dialogue_min": int(per.min()), "turns_per_dialogue_max": int(per.max()),
+                    "corpus_documents": float(sum(n_docs)) if n_docs else float("nan"),
+                    "corpus_documents_min": float(min(n_docs)) if n_docs else float("nan"),
+                    "corpus_documents_max": float(max(n_docs)) if n_docs else float("nan"),
+                    "contexts_judged": int(sub["set"].isin(judged).sum()), "sets_judged": " ".join(judged)}
+        for d in sorted(set(turns["domain"].astype(str))):
+            rows.append(row(d, turns[turns["domain"].astype(str) == d], cs[cs["domain"].astype(str) == d]))
+        rows.append(row("all", turns, cs))
+    return pd.DataFrame(rows, columns=DATA_COLUMNS)
 
 
 def _frames(inputs, ctx, reads=False):
@@ -193,12 +260,6 @@ def _table3(inputs, ctx):
         return t
     au = abstention.auroc_columns(c, lab, rd, ctx, ctx["readers"][0], slice=s)
     return t.merge(au, on=["slice", "rung"], how="left", suffixes=("", "_auroc"))
-
-
-def _changed(inputs, ctx):
-    from convrag.studies.worse_labels import abstention
-
-    return per_slice(abstention.changed_conclusions, _frames(inputs, ctx, reads=True), ctx)
 
 
 def _judge_frames(inputs, ctx):
@@ -360,6 +421,7 @@ def _explained(t: Target) -> Target:
 
 TARGETS = {t.name: _explained(t) for t in [
     Target("ladder_retrieval", "table", ladder_table, inputs=("gold", "contexts", "weights")),
+    Target("data", "table", data_table, inputs=("gold", "contexts")),
     Target("figure2a_insufficiency", "figure", _lq("figure2a"), _fig2a, inputs=("gold", "contexts", "labels", "audit")),
     Target("figure2b_precision", "figure", _lq("figure2b"), _fig2b, inputs=("gold", "contexts", "labels", "audit")),
     Target("table1_labellers", "table", _lq("table1"), inputs=("gold", "contexts", "labels", "audit")),

@@ -9,7 +9,8 @@ from convrag.data.gold import gold_files
 from convrag.layout import Layout
 from convrag.retrieval import graph_inputs
 from convrag.studies.worse_labels import paths
-from convrag.studies.worse_labels.plan import (answer_judges, content_judges, fitted_rungs, human_benchmark,
+from convrag.studies.worse_labels.plan import (analysed_rungs, answer_judges, content_judges, fitted_rungs,
+                                               human_benchmark,
                                                human_judge, part_benchmark, parts, primary, readers, rung_jobs, sets,
                                                slice_domains, slices)
 
@@ -267,18 +268,35 @@ def artifacts(config: dict, L: Layout) -> dict:
                      for p in gold_files(config, L, slices(config)[s]["benchmark"], slice_domains(config, s))]}
 
 
+def families(config: dict) -> dict[str, str]:
+    """Each labeller's model family (the registry's ``family``, else its name's leading letters):
+    the content judges, the panel members and the audit (its auditor's), for §6's "labellers
+    from five model families"."""
+    from convrag.schema import config_registry
+
+    registry = config_registry(config)
+    j = config["worse_labels"]["judges"]
+    names = {m: m for m in content_judges(config)}
+    if j["audit"]["model"]:
+        names["audit"] = j["audit"]["model"]
+    return {who: registry[m].model_family() for who, m in names.items() if m in registry}
+
+
 def context(config: dict) -> dict:
     w = config["worse_labels"]
     j = w["judges"]
+    # ladders: every rung (ladder_retrieval scores them all); ladder: the analysed ones
     return {"ladders": {s: list(sp["ladder"]) for s, sp in slices(config).items()},
-            "ladder": {s: list(sp["ladder"]) for s, sp in slices(config).items()}, "main_slice": w["main"],
+            "ladder": {s: analysed_rungs(config, s) for s in slices(config)}, "main_slice": w["main"],
             "replication_slice": w["replication"], "primary": primary(config),
             "labellers": [*content_judges(config), *(["panel"] if j["panel"] else [])],
             "content_judges": list(j["content"]),   # the swap of §4.3: the first two
             "panel_members": j["panel"], "audit": bool(j["audit"]["model"]), "readers": readers(config),
-            "boot": w["bootstrap"], "partial_insufficient": w["partial_insufficient"], "top_k": w["top_k"],
+            "boot": w["bootstrap"], "top_k": w["top_k"],
             "audit_strata": j["audit"]["strata"], "ppi": w["ppi"],
             "compared_rungs": {s: list(sp["compared"]) for s, sp in slices(config).items() if sp.get("compared")},
+            "benchmarks": {s: sp["benchmark"] for s, sp in slices(config).items()},
+            "families": families(config),
             "answer_judges": answer_models(config)}
 
 
