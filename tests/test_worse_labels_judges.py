@@ -15,6 +15,7 @@ from convrag.llm.types import Response
 from convrag.studies.worse_labels.judges import (
     AUDIT_STRATA_PAPER,
     CONTENT,
+    CONTENT_REFERENCE,
     CORRECTNESS,
     audit_items,
     audit_messages,
@@ -105,11 +106,11 @@ def test_p_answerable_hand_computed_and_stable():
 ITEMS = [
     {"item_id": "t1|fusion", "question": "When did the Tolvern ferry start?",
      "history": [{"role": "user", "text": "Tell me about Tolvern."}, {"role": "assistant", "text": "An island."}],
-     "passages": ["The ferry began in May 1958.", "Tolvern has 900 people."]},
+     "passages": ["The ferry began in May 1958.", "Tolvern has 900 people."], "reference": "In May 1958."},
     {"item_id": "t1|none", "question": "When did the Tolvern ferry start?", "history": "user: Tell me about Tolvern.",
-     "passages": []},
+     "passages": [], "reference": "In May 1958."},
     {"item_id": "t2|gold", "question": "Which battery does the Fenwick 3 use?", "history": [],
-     "passages": ["The Fenwick 3 shows kilograms."]},
+     "passages": ["The Fenwick 3 shows kilograms."], "reference": "Two AAA batteries."},
 ]
 
 
@@ -222,9 +223,10 @@ def test_panel_label_rejects_unknown():
 
 def test_content_judge_registered_and_support_filtered():
     assert JUDGES["worse_labels_content"] is CONTENT and JUDGES["worse_labels_correctness"] is CORRECTNESS
-    items = [{"item_id": "c1", "question": "q1", "history": [], "passages": ["a", "b"]},
-             {"item_id": "c2", "question": "q2", "history": "", "passages": []},
-             {"item_id": "c3", "question": "q3", "history": [], "passages": ["a"]}]
+    assert JUDGES["worse_labels_content_reference"] is CONTENT_REFERENCE
+    items = [{"item_id": "c1", "question": "q1", "history": [], "passages": ["a", "b"], "reference": "r1"},
+             {"item_id": "c2", "question": "q2", "history": "", "passages": [], "reference": "r2"},
+             {"item_id": "c3", "question": "q3", "history": [], "passages": ["a"], "reference": None}]
     replies = {"q1": "yes\nSupport: 2, 5", "q2": "no\nSupport: none", "q3": "I cannot tell"}
     eng = Scripted(lambda r: replies[_user(r).split("Latest question: ")[1].split("\n")[0]])
     v = judge_content(items, eng, PROMPTS["content"])
@@ -234,10 +236,14 @@ def test_content_judge_registered_and_support_filtered():
     msgs = eng.requests[0][0].messages
     n_ex = len(PROMPTS["content"]["examples"])
     assert len(msgs) == 1 + 2 * n_ex + 1 and msgs[2]["content"] == "yes\nSupport: 2"
+    # the paper's content label: the judge reads the reference answer (§3), the examples' too
+    assert "Reference answer: r1" in msgs[-1]["content"] and "Reference answer: In May 1958" not in msgs[-1]["content"]
+    assert "Reference answer: Regular service began in May 1958." in msgs[1]["content"]
+    assert "Reference answer: (none given)" in _user(eng.requests[0][2])
 
 
 def test_content_prompt_check():
-    with pytest.raises(ConfigError, match=r"\{history\}"):
+    with pytest.raises(ConfigError, match=r"\{history\}, \{reference\}"):
         check_content_prompts(dict(PROMPTS["content"], user="{question} {passages}"), "content.yaml")
     with pytest.raises(ConfigError, match="examples\\[0\\]"):
         check_content_prompts(dict(PROMPTS["content"], examples=[{"question": "q"}]), "content.yaml")
@@ -436,8 +442,8 @@ def test_read_and_content_with_the_real_tiny_model(tmp_path):
     assert eng.accounting.calls == calls and eng.accounting.cache_hits == hits + 6  # all from the cache
     assert [r["p_answerable"] for r in again] == pytest.approx([r["p_answerable"] for r in recs])
 
-    v = run_judge(CONTENT, ITEMS[:2], eng, PROMPTS["content"], max_tokens=24)
-    assert [x["item_id"] for x in v] == ["t1|fusion", "t1|none"] and all(x["judge"] == CONTENT.name for x in v)
+    v = run_judge(CONTENT_REFERENCE, ITEMS[:2], eng, PROMPTS["content"], max_tokens=24)
+    assert [x["item_id"] for x in v] == ["t1|fusion", "t1|none"] and all(x["judge"] == CONTENT_REFERENCE.name for x in v)
     for x in v:
         assert x["method"] == "llm" and isinstance(x["raw"], str) and x["parsed"] == (x["value"] is not None)
         assert x["value"] is None or (x["value"]["label"] in ("yes", "partial", "no")

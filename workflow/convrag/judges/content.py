@@ -1,8 +1,10 @@
 """The content-sufficiency judge: is the answer to a turn's question in these passages (yes /
-partial / no, with the numbers of the passages that support it)? worse_labels labels every
-context with it and cross labels the top k of every cell with it, so it lives here, once.
-Its prompt file is ``worse_labels/content.yaml`` (the project's own wording, written for that
-study); its judge name, ``worse_labels_content``, stays what the verdict records carry."""
+partial / no, with the numbers of the passages that support it)? cross labels the top k of every
+cell with it, so it lives here, once. Its prompt file is ``worse_labels/content.yaml`` (the
+project's own wording, written for that study first); its judge name, ``worse_labels_content``,
+stays what the verdict records carry. worse_labels itself now labels with a judge of its own that
+also reads the reference answer, as its paper's labellers do (``studies/worse_labels/judges.py``);
+``judge_content`` runs either, and ``context_user`` fills any extra placeholder a template has."""
 
 from __future__ import annotations
 
@@ -88,11 +90,13 @@ CONTENT = register_judge(Judge(
 ))
 
 
-def judge_content(items: Sequence[Mapping], engine, prompts: Mapping, max_tokens: int | None = None) -> list[dict]:
-    """``run_judge`` with the content judge (one batched call), then support numbers outside
-    1..n (n = the item's passage count) are dropped; each verdict counts them in
-    ``support_dropped`` (0 when none, or when the value is None)."""
-    verdicts = run_judge(CONTENT, list(items), engine, prompts, max_tokens, desc="judge worse_labels_content")
+def judge_content(items: Sequence[Mapping], engine, prompts: Mapping, max_tokens: int | None = None,
+                  judge: Judge = CONTENT) -> list[dict]:
+    """``run_judge`` with the content judge (one batched call; ``judge``: another registered
+    judge with the same reply format, e.g. worse_labels' judge that also reads the reference
+    answer), then support numbers outside 1..n (n = the item's passage count) are dropped; each
+    verdict counts them in ``support_dropped`` (0 when none, or when the value is None)."""
+    verdicts = run_judge(judge, list(items), engine, prompts, max_tokens, desc=f"judge {judge.name}")
     for v, it in zip(verdicts, items):
         v["support_dropped"] = 0
         value = v["value"]

@@ -3,9 +3,14 @@
 Why: the study compares abstention labels from three sources (qrels, readers, judges) over
 the same contexts (a retriever's top-5 for a turn, the gold documents, or none). Here:
 
-* ``worse_labels_content`` (``content.yaml``): is the context sufficient to answer the turn?
-  Reply: first line yes / partial / no, then ``Support: 1, 3`` (or ``Support: none``).
-  Value ``{"label", "support"}``. A panel of small judges is combined by ``panel_label``.
+* ``worse_labels_content_reference`` (``content_reference.yaml``): do the context's documents
+  support the core of the turn's reference answer? The paper's content label (§3 of its text:
+  the judge reads the dialogue, the latest question, the reference answer and the numbered
+  documents, and says yes, partial (some but not all central points) or no, naming the
+  supporting documents). Reply: first line yes / partial / no, then ``Support: 1, 3`` (or
+  ``Support: none``). Value ``{"label", "support"}``. A panel of small judges is combined by
+  ``panel_label``. (``worse_labels_content``, the same question without the reference answer, is
+  the cross study's; its prompt file is ``content.yaml``.)
 * ``worse_labels_correctness`` (``correctness.yaml``): a 1-5 score of a reader's answer
   against the reference; ``is_correct`` = answered (ANSWERABLE) and score >= 4.
 * the audit (§3 of the paper's text: two runs of its auditor, Claude Opus 5.5, label 250
@@ -30,27 +35,65 @@ import numpy as np
 import pandas as pd
 
 from convrag.errors import DataError
-from convrag.judges.content import (_MARKUP, CONTENT, CONTEXT_FIELDS, LABELS, check_content_prompts,  # noqa: F401
-                                    content_messages, context_user, judge_content, parse_content)
-from convrag.judges.content import PROMPT_FILE as CONTENT_PROMPT_FILE
+from convrag.judges.content import (_MARKUP, CONTENT, CONTEXT_FIELDS, LABELS,  # noqa: F401
+                                    context_user, parse_content)
+from convrag.judges.content import judge_content as _judge_content
 from convrag.judges.prompts import check_examples, check_prompts
 from convrag.judges.prompts import need as _need
 from convrag.llm.judge import Judge, register_judge
 from convrag.llm.types import Request, Sampling
 from convrag.studies.worse_labels.readers import STATUSES
 
-__all__ = ["AUDIT_MAX_TOKENS", "AUDIT_STRATA_PAPER", "CONTENT", "CORRECTNESS", "LABELS", "PROCEDURES",
+__all__ = ["AUDIT_MAX_TOKENS", "AUDIT_STRATA_PAPER", "CONTENT", "CONTENT_REFERENCE", "CORRECTNESS", "LABELS",
+           "PROCEDURES",
            "PROMPT_FILES", "audit_items", "audit_messages", "audit_sample", "check_audit_prompts", "check_content_prompts",
            "check_correctness_prompts", "content_messages", "correctness_messages", "is_correct", "judge_content",
            "load_prompts", "panel_label", "parse_claims", "parse_content", "parse_correctness", "run_audit"]
 
-PROMPT_FILES = {"content": CONTENT_PROMPT_FILE, "correctness": "worse_labels/correctness.yaml",
+PROMPT_FILES = {"content": "worse_labels/content_reference.yaml", "correctness": "worse_labels/correctness.yaml",
                 "audit": "worse_labels/audit.yaml"}
+REFERENCE_FIELDS = CONTEXT_FIELDS | {"reference"}
 
 
 # ---------------------------------------------------------------------------------------
 # Prompts (the content judge's: convrag.judges.content)
 # ---------------------------------------------------------------------------------------
+
+
+def check_content_prompts(prompts: Mapping, where: str) -> None:
+    check_prompts(prompts, where, {"user": REFERENCE_FIELDS}, texts=("system", "no_history", "no_passages",
+                                                                     "no_reference"))
+    check_examples(prompts, where, ("question", "reference", "passages", "reply"))
+
+
+def _reference(prompts: Mapping, item: Mapping) -> str:
+    return str(item.get("reference") or "").strip() or prompts["no_reference"].strip()
+
+
+def content_messages(prompts: Mapping, item: Mapping) -> list[dict]:
+    """System, few-shot (context and reference answer -> reply) turns, then the item's."""
+    def user(it):
+        return context_user(prompts["user"], prompts, it, reference=_reference(prompts, it))
+
+    msgs = [{"role": "system", "content": prompts["system"].strip()}]
+    for ex in prompts.get("examples") or []:
+        msgs.append({"role": "user", "content": user(ex)})
+        msgs.append({"role": "assistant", "content": str(ex["reply"]).strip()})
+    msgs.append({"role": "user", "content": user(item)})
+    return msgs
+
+
+CONTENT_REFERENCE = register_judge(Judge(
+    name="worse_labels_content_reference", prompt=PROMPT_FILES["content"], unit="turn",
+    fields=("question", "history", "reference", "passages"), messages=content_messages, parse=parse_content,
+    labels=LABELS, max_tokens=24,
+))
+
+
+def judge_content(items: Sequence[Mapping], engine, prompts: Mapping, max_tokens: int | None = None) -> list[dict]:
+    """The study's content label of every item (the reference answer shown): one batched call,
+    support numbers outside the item's passages dropped and counted (``convrag.judges.content``)."""
+    return _judge_content(items, engine, prompts, max_tokens, judge=CONTENT_REFERENCE)
 
 
 def check_correctness_prompts(prompts: Mapping, where: str) -> None:
