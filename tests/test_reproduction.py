@@ -380,15 +380,17 @@ def _reference_numbers(key: str) -> int:
 # the header's 666 tasks and 2,800 turns, §2's 8 turns per conversation and 75/25 stitching split, §3.2's
 # 468 retrieval questions; the earlier MTRAG's 8 BM25 retrieval numbers of its repository's README, and 842
 # tasks (§1); Tables 1, 3 and 4 of the paper's PDF, 6 + 6 + 14 x 6 numbers; worse_labels: the
-# paper's regeneration check .453 / .546, the BM25 rungs' 72-74% and the audit's 90 / 100% dialogue-tied,
-# the <= .03 shift under dialogue resampling, 17-30 contexts per cell, MTRAG's +.07-.10 AUROC gap; coral:
+# paper's regeneration check .453 / .546, the 72-74% dialogue-tied documents and the audit's 90 / 100%
+# dialogue-tied, the <= .03 shift under dialogue resampling, MTRAG's +.07-.10 AUROC gap, "ten times" the
+# copies, phi-4's 35 control contexts and §3 / §4.4's data (858 turns, 211 dialogues, 3-5 turns, 16k-121k
+# documents, 4,290 contexts, 777 MTRAG turns: 8); coral:
 # §3.3's 8,000 conversations, 3.17 golden passages per turn, 255-token responses and 200K passages, in its
 # header; §3.1's 20,000 pages and §3.3's 2,000 conversations per type (4), LDS's 3-6 turns, and SIDS / STRW /
 # DTRW's 1,600 of 6-10 turns and 400 of 11-20 (6); lic_rag also: §B.4's "nearly fivefold" (19.0 / 4.0) and
 # §B.3's "nearly double" (15.0 / 7.6), the text's words as its own numbers). Statements (kind: statement) are
 # not numbers of the reference: counted apart.
 @pytest.mark.parametrize("key, unlisted, added", [("lic_rag", 0, 5), ("mtrag_un", 0, 14 + 1 + 6 + 6 + 84),
-                                                  ("coral", 0, 4 + 1 + 4 + 1 + 6), ("worse_labels", 0, 11)])
+                                                  ("coral", 0, 4 + 1 + 4 + 1 + 6), ("worse_labels", 0, 9 + 2 + 8)])
 def test_every_published_number_has_a_row(key, unlisted, added):
     entries = load_published(published_path(key), key).entries
     assert len([e for e in entries if e.kind != "statement"]) == _reference_numbers(key) - unlisted + added
@@ -454,10 +456,13 @@ def _columns_of_code(key: str, tmp_path) -> dict[str, set[str]]:
 
         rungs = list(load_config(PAPER_CONFIGS[key])["worse_labels"]["slices"]["recor"]["ladder"])
         src = (REPO_ROOT / "workflow/convrag/studies/worse_labels/targets.py").read_text()
-        ladder = {"slice", "rung", "turns", "ndcg10_macro", "gold_in_topk", "weights", "weights_source"}
+        ladder = {"slice", "rung", "turns", "ndcg10_macro", "ndcg10_macro_ci_low", "ndcg10_macro_ci_high",
+                  "gold_in_topk", "gold_in_topk_ci_low", "gold_in_topk_ci_high", "weights", "weights_source"}
         body = src.split("def ladder_table")[1].split("\ndef ")[0]
         assert all(f"{c}=" in body for c in ladder)  # ladder_table's row keys (its other columns: per domain)
-        return {"ladder_retrieval": ladder, "figure2a_insufficiency": set(LQ.FIGURE2A_COLUMNS),
+        from convrag.studies.worse_labels.targets import DATA_COLUMNS
+
+        return {"ladder_retrieval": ladder, "data": set(DATA_COLUMNS), "figure2a_insufficiency": set(LQ.FIGURE2A_COLUMNS),
                 "figure2b_precision": set(LQ.FIGURE2B_COLUMNS), "table1_labellers": set(LQ.table1_columns(rungs)),
                 "copies": set(LQ.COPIES_COLUMNS), "negative_control": set(LQ.NEGATIVE_CONTROL_COLUMNS),
                 "agreement": set(LQ.AGREEMENT_COLUMNS), "evidence": set(LQ.EVIDENCE_COLUMNS),
