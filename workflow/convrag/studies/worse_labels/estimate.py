@@ -2,7 +2,8 @@
 answer-judge jobs sized from a measured run's accounting (convrag.sizing).
 
 Units: expansions per turn (the measured components' ``job.tasks`` x expansions; the target's
-turns x its rung's expansions); readers, content and answer judges per context of a slice (the
+turns x its rung's expansions, an expansion another rung already asks with the same model and
+token cap left out: the LLM cache answers it); readers, content and answer judges per context of a slice (the
 measured reads' ``job.contexts``; the target's turns x context sets x the measured contexts per
 turn and set). Turns: the measured eval runs' ``job.tasks``; the target's
 ``estimate.tasks.<benchmark>`` over the slice's domains. A reader's prompt holds ``top_k``
@@ -95,6 +96,7 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
         out.extend(work(KEY, kind, job, model, role, per.scaled(scale), units, cap, delta))
         calls[role] = calls.get(role, 0.0) + per.requests * scale * units
 
+    asked: set[tuple] = set()  # (slice, part, domain, model, max_tokens, kind): the LLM cache answers a repeat
     for j in model_jobs(config):
         st, name = j["stage"], j.get("slice")
         what = "/".join(str(j[x]) for x in ("stage", "slice", "part", "domain", "rung", "model", "reader", "benchmark")
@@ -115,7 +117,15 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
                 notes.append(f"expand/{name}/{j['part']}/{j['rung']}: not sized: the number of tasks of "
                              f"{j['benchmark']} is unknown ({why})")
                 continue
-            add("expand", what, j["model"], "expander", ("expand",), n * len(spec["expansions"]), spec["max_tokens"])
+            # an expansion another rung already asks with the same model and cap (the Query2doc-only
+            # check repeats Fusion's Query2doc requests) comes from the LLM cache: not a call
+            new = [k for k in spec["expansions"]
+                   if (name, j["part"], j["domain"], j["model"], spec["max_tokens"], k) not in asked]
+            asked.update((name, j["part"], j["domain"], j["model"], spec["max_tokens"], k) for k in spec["expansions"])
+            if not new:
+                notes.append(f"expand/{name}/{j['rung']}: its requests are another rung's (the LLM cache answers them)")
+                continue
+            add("expand", what, j["model"], "expander", ("expand",), n * len(new), spec["max_tokens"])
             continue
         stage, role = {"read": ("read", "reader"), "label": ("label", "judge"),
                        "correctness": ("correctness", "answer_judge")}[st]
