@@ -155,3 +155,14 @@ def test_the_2b_2c_contrast_takes_the_contexts_the_label_calls_insufficient():
     # qrels: "none" contexts t5-t9 refuse t6 t7 t9: 3 of 5
     assert out.loc["qrels", "n_turns"] == 5 and out.loc["qrels", "pooled_diff"] == pytest.approx(0.6)
     assert out.loc["j1", "n_paired"] == 4
+
+
+def test_a_response_without_a_status_line_leaves_the_aurocs():
+    # §3: such responses are excluded from refusal rates and AUROCs; label mode still scored a p
+    c, lab, rd = _frames()
+    rd.loc[rd["task_id"] == "t1", "status"] = None  # t1 (all, yes, p .45) has no status line
+    f = ab.figure3(c, lab, rd, _ctx())
+    f = f[~f["restricted"]].set_index(["measure", "label"])
+    # content: positives .95 .90 .80 over .20 .10 .40 .50: 12 of 12; qrels: .95 .30 over the five: 5 + 1
+    assert f.loc[("auroc", "j1"), "value"] == 1.0 and f.loc[("auroc", "j1"), "n_no_p"] == 1
+    assert f.loc[("auroc", "qrels"), "value"] == pytest.approx(6 / 10)

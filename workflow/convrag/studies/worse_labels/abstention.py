@@ -28,8 +28,9 @@ Conventions used by every function (the paper's, §3 and Figure 3 of the text):
   apart (``n_dropped``, ``n_partial``). A false miss is a no-gold context judged "yes", a true
   miss one judged "no" (Table 2).
 * refusal: status "UNANSWERABLE" among the responses with a status line; a response without
-  one is excluded from every status-based measure and from AUROCs (§3: responses without a
-  status line are excluded from refusal rates and AUROCs) and counted (``n_no_status*``).
+  one is excluded from every status-based measure and from the AUROCs of p(answerable), its p
+  treated as missing although label mode scored one (§3: responses without a status line are
+  excluded from refusal rates and AUROCs) and counted (``n_no_status*``, ``n_no_p``).
   Correctness-based measures keep such responses (they have an answer); a missing p /
   correctness drops the response, counted.
 * AUROC: ``convrag.stats.detection.auroc`` (scikit-learn, ties one half); NaN, with the row
@@ -301,6 +302,8 @@ class _Data:
         if "p_answerable" in r.columns:
             p = pd.to_numeric(r["p_answerable"], errors="coerce").astype(float)
             rd["p"] = p.where(np.isfinite(p))
+            if "status" in r.columns:  # §3: a response without a status line is left out of the AUROCs too
+                rd["p"] = rd["p"].where(rd["refused"].notna().to_numpy())
         if "correct" in r.columns:
             rd["correct"] = _flags(r["correct"].tolist(), "reads.correct", where, missing_ok=True)
         rd["has_read"] = True
