@@ -73,6 +73,14 @@ def test_table1_youden_change():
     assert any(k.startswith("Youden's J is undefined at a or b") for k in r)
 
 
+def test_table1_control_share_of_a_labeller_without_control_labels():
+    rows = [{"labeller": "audit", "n_control": 0, "control_yes_share": NAN, "n_control_yes": NAN},
+            {"labeller": "j", "n_control": 0, "control_yes_share": NAN, "n_control_yes": NAN}]
+    r = _reasons("table1_labellers", rows)["control_yes_share"]
+    assert r == {"the audit labels only its sample of the rung contexts, no control context (n_control = 0)": 1,
+                 "no control context labelled by this labeller (n_control = 0)": 1}
+
+
 def test_table2_diff_needs_paired_turns():
     rows = [{"n_false_miss": 0, "n_paired": 0, "diff": NAN}, {"n_false_miss": 3, "n_paired": 0, "diff": NAN},
             {"n_false_miss": 3, "n_paired": 2, "diff": NAN}]

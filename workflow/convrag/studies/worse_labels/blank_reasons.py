@@ -169,7 +169,16 @@ def _table1(df, inputs, ctx):
                     "both, none is judged sufficient there, or none insufficient (specificity or recall has no "
                     "denominator)")
         return None
-    return {"youden_change": youden}
+
+    def control(r):
+        if not _zero(r, "n_control"):
+            return None
+        if r.get("labeller") == "audit":
+            return "the audit labels only its sample of the rung contexts, no control context (n_control = 0)"
+        return "no control context labelled by this labeller (n_control = 0)"
+    return {"youden_change": youden, **_same(("control_yes_share", "control_yes_ci_low", "control_yes_ci_high",
+                                              "n_control_yes", "n_control_yes_ci_low", "n_control_yes_ci_high"),
+                                             control)}
 
 
 def _table3(df, inputs, ctx):
