@@ -567,14 +567,14 @@ def test_artifacts_leave_out_targets_the_config_does_not_build():
     from convrag.studies.base import Study, Target
 
     class Demo(Study):
-        key = "coral"  # the coral file names table2_retrieval (a table), table3_generation and two more
+        key = "coral"  # the coral file names table2_retrieval (a table), table3_generation and three more
 
         def targets(self):
             return {"table2_retrieval": Target("table2_retrieval", "table", lambda i, c: None, inputs=("retrieval",)),
                     "table3_generation": Target("table3_generation", "figure", lambda i, c: None,
                                                 plot=lambda d, s: None, inputs=("generation",)),
                     **{t: Target(t, "table", lambda i, c: None, inputs=("other",))
-                       for t in ("figure4_history_length", "table1_statistics")}}
+                       for t in ("figure4_history_length", "table1_statistics", "table4_structure")}}
 
     arts = reproduction_artifacts(Demo(), Layout("r"), {"retrieval": "x.parquet", "generation": None, "other": None})
     assert arts["reproduction_tables"] == ["r/coral/tables/table2_retrieval.csv"]
