@@ -270,7 +270,7 @@ def test_framework_config_and_wiring():
     assert g["retrieval"] == "strategy" and cfg["coral"]["compression"] is None
     assert strategy_run(cfg, "rewrite")[1] == "rewrite" and strategy_run(cfg, "raw_context") is None
     ins = framework_inputs(cfg, L, "P", "raw_context")
-    assert list(ins) == ["index"]
+    assert list(ins) == ["index", "graph"] and ins["graph"] == []  # a graph retriever's graph, none for this one
     from convrag.studies.coral.plan import generation_run
     from convrag.studies.coral.wiring import framework_retriever
 
