@@ -32,15 +32,17 @@ RESOLVED, UNAVAILABLE, UNRESOLVED, AMBIGUOUS = "resolved", "unavailable", "unres
 
 
 def rehearse(study, config: dict, out_dir, *, questions: int = 4, runs: int = 2, seed: int = 0,
-             n_resamples: int | None = 200) -> dict[str, str]:
-    """Build every target of ``study`` for ``config`` from synthetic inputs in ``out_dir``;
-    returns target -> CSV path (the reproduction table too). Targets that need inputs the
-    rehearsal does not make (real questions or corpora) are left out."""
+             n_resamples: int | None = 200, inputs: dict | None = None) -> dict[str, str]:
+    """Build every target of ``study`` for ``config`` from synthetic inputs in ``out_dir`` (or
+    the ``inputs`` given: a calibrated rehearsal's); returns target -> CSV path (the
+    reproduction table too). Targets that need inputs the rehearsal does not make (real
+    questions or corpora) are left out."""
     from convrag.report.reproduction import published_path
     from convrag.report.targets import build_target
 
     out = Path(out_dir)
-    inputs = study.rehearsal_inputs(config, out / "inputs", questions=questions, runs=runs, seed=seed)
+    if inputs is None:
+        inputs = study.rehearsal_inputs(config, out / "inputs", questions=questions, runs=runs, seed=seed)
     if inputs is None:
         raise ConfigError(f"study '{study.key}' has no rehearsal yet (Study.rehearsal_inputs)")
     ctx = {**study.context(config), "study_dir": str(out)}
@@ -59,6 +61,31 @@ def rehearse(study, config: dict, out_dir, *, questions: int = 4, runs: int = 2,
                                              "reproduction_tables": list(tables.values())}, ctx, stem)
         tables["reproduction"] = stem + ".csv"
     return tables
+
+
+def rehearse_calibrated(study, config: dict, out_dir, *, shift: float = 0.0, widths: dict[str, float] | None = None,
+                        questions: int = 4, runs: int = 2, seed: int = 0,
+                        n_resamples: int | None = 200) -> tuple[dict[str, str], dict[str, str]]:
+    """The proof of the verdict rules without a GPU: a rehearsal whose per-unit scores are drawn
+    so that every published number the study can drive comes out at its published value
+    (``shift`` 0: those rows must read "reproduced"), or moved by ``shift`` times its interval's
+    width (``widths``: entry id -> our 95% interval's width, from a rehearsal at shift 0; at 3
+    they must read "not reproduced"). Returns the tables (as ``rehearse``) and the entries the
+    study cannot drive, with why."""
+    from convrag.report.reproduction import load_published, published_path
+
+    pub = load_published(published_path(study.key), study.key)
+    widths = widths or {}
+    targets = {e.id: e.value + shift * widths.get(e.id, 0.0) for e in pub.entries
+               if e.ours is not None and e.kind != "statement"}
+    got = study.calibrated_rehearsal_inputs(config, Path(out_dir) / "inputs", targets, questions=questions,
+                                            runs=runs, seed=seed)
+    if got is None:
+        raise ConfigError(f"study '{study.key}' has no calibrated rehearsal yet (Study.calibrated_rehearsal_inputs)")
+    inputs, undriven = got
+    tables = rehearse(study, config, out_dir, questions=questions, runs=runs, seed=seed, n_resamples=n_resamples,
+                      inputs=inputs)
+    return tables, undriven
 
 
 def plan(study, config: dict, tables: dict[str, str]) -> pd.DataFrame:

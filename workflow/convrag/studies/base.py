@@ -121,6 +121,15 @@ class Study:
     def has_rehearsal(self) -> bool:
         return type(self).rehearsal_inputs is not Study.rehearsal_inputs
 
+    def calibrated_rehearsal_inputs(self, config: dict, folder, targets: dict[str, float], questions: int = 4,
+                                    runs: int = 2, seed: int = 0) -> tuple[dict, dict[str, str]] | None:
+        """Like ``rehearsal_inputs``, with per-unit scores drawn so that each published entry
+        named in ``targets`` (entry id -> the value our table should give, on the published
+        scale) comes out at that value; returns the inputs and, for each entry of ``targets``
+        it cannot drive, why (a ratio of means, a rank, a count the grid's shape fixes).
+        None: the study has no calibrated rehearsal yet (convrag.report.rehearsal)."""
+        return None
+
     # ---- planning and sizing --------------------------------------------------------------
     def plan(self, config: dict) -> list[dict]:
         """Every model-calling job of the study's grid (one dict per job), for sizing and
