@@ -279,6 +279,14 @@ class Coral(Study):
 
         return rehearsal_inputs(config, Path(folder), questions, runs, seed)
 
+    def calibrated_rehearsal_inputs(self, config, folder, targets, questions=4, runs=2, seed=0):
+        """The same files with each published number drawn at its target (coral.rehearsal)."""
+        from pathlib import Path
+
+        from convrag.studies.coral.rehearsal import calibrated_rehearsal_inputs
+
+        return calibrated_rehearsal_inputs(config, Path(folder), targets, questions, runs, seed)
+
     def add_cli(self, sub):
         from convrag.studies.coral.cli import add_cli
 
