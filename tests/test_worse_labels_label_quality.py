@@ -234,7 +234,12 @@ def test_table1_precision_change_kappa_control_unparsable(data):
     assert (r.n_unparsable, r.n_unparsable_max_set) == (1, 1)
     j2 = _one(out, labeller="j2")
     assert j2.control_yes_share == 0.0 and j2.n_unparsable == 1  # its gold t8
-    assert math.isnan(_one(out, labeller="audit").kappa_audit)
+    a = _one(out, labeller="audit")
+    assert math.isnan(a.kappa_audit)
+    # the audit's change: its r2 sample (t1 no, t2 yes: 1/2) minus its r1 sample (t1-t3 no, t4 t5
+    # yes, all without gold: 3/5), not paired by turn (the audit draws each rung's contexts apart)
+    assert a.change == pytest.approx(0.5 - 0.6) and a.change_n == 7
+    assert a.change_ci_low <= a.change <= a.change_ci_high
     no_audit = lq.table1(data[0], data[1], make_ctx(audit=False))
     assert "audit" not in set(no_audit.labeller) and no_audit.kappa_audit.isna().all()
 

@@ -459,6 +459,29 @@ def _paired(ga: pd.DataFrame, gb: pd.DataFrame, metric: str, ctx: dict, boot: di
         return nan
 
 
+def _unpaired(ga: pd.DataFrame, gb: pd.DataFrame, metric: str, ctx: dict, boot: dict, where: str) -> dict:
+    """The change b - a of a detector metric ("partial" dropped) between two samples that share
+    few turns (the audit draws its contexts of each rung apart: 50 without gold from each): each
+    rung's metric over its own contexts, the interval from resampling the two samples' contexts
+    together (whole dialogues when ``boot.unit`` is dialogue). ``n``: the contexts."""
+    from convrag.stats.bootstrap import bootstrap_statistic
+    from convrag.stats.detection import DETECTOR_METRICS
+
+    parts = [g[g["label"].isin(["yes", "no"]).to_numpy()] for g in (ga, gb)]
+    both = pd.concat(parts, ignore_index=True)
+    nan = {"estimate": _NAN, "ci_low": _NAN, "ci_high": _NAN, "n": 0}
+    if any(x.empty for x in parts):
+        return nan
+    f = DETECTOR_METRICS[metric]
+    ng, ins = both["no_gold"].to_numpy(bool), (both["label"] == "no").to_numpy()
+    second = np.r_[np.zeros(len(parts[0]), dtype=bool), np.ones(len(parts[1]), dtype=bool)]
+
+    def diff(n_, i_, b_):
+        return f(n_[b_], i_[b_]) - f(n_[~b_], i_[~b_])
+    return bootstrap_statistic([ng, ins, second], diff, n_resamples=boot["n_resamples"], seed=boot["seed"],
+                               clusters=_clusters(both, boot, where))
+
+
 def _control_yes(ctl: pd.DataFrame, boot: dict, where: str) -> tuple[float, float, float, int]:
     """(share, ci_low, ci_high, n) of "yes" over every control context asked (an unparsable
     label counts in the denominator: Table 1's control shares are over all 858 contexts)."""
@@ -476,7 +499,9 @@ def table1(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=None) 
     ``figure2b``) at each rung with its CI and ``n_no_gold_<rung>`` (the no-gold contexts judged
     yes or no), its change first -> last rung (the paper: BM25-turn -> hybrid) as
     ``paired_detector_change`` (last - first) over the turns labelled under both rungs, aligned
-    by task_id, and the same for Youden's J (-0.37 [-0.51, -0.22]); Cohen's kappa (three
+    by task_id, and the same for Youden's J (-0.37 [-0.51, -0.22]); for the audit, whose samples
+    of the two rungs share few turns, the difference of the two rungs' values with an interval
+    from resampling both samples' contexts (``change_n``: its contexts); Cohen's kappa (three
     labels) with the audit over the rung contexts both labelled (NaN for the audit itself,
     without an audit, or with no common context); the negative control's "yes" share over every
     control context asked (Table 1's caption: over all 858 contexts; phi-4 35 = 4.1%, Qwen3-14B
@@ -514,8 +539,9 @@ def table1(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, reads=None) 
             row[f"n_no_gold_{rung}"] = r.get("n_no_gold_binary", 0)
         if len(rungs) >= 2:
             ga, gb = jl[jl["set"] == rungs[0]], jl[jl["set"] == rungs[-1]]
-            ch = _paired(ga, gb, "precision", ctx, boot, where)
-            yj = _paired(ga, gb, "youden_j", ctx, boot, where)
+            change = _unpaired if who == "audit" else _paired  # the audit's two samples share few turns
+            ch = change(ga, gb, "precision", ctx, boot, where)
+            yj = change(ga, gb, "youden_j", ctx, boot, where)
             row.update(first_rung=rungs[0], last_rung=rungs[-1], change=ch["estimate"], change_ci_low=ch["ci_low"],
                        change_ci_high=ch["ci_high"], change_n=int(ch["n"]), youden_change=yj["estimate"],
                        youden_change_ci_low=yj["ci_low"], youden_change_ci_high=yj["ci_high"])
