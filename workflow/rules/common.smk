@@ -81,7 +81,9 @@ WARM = RunServer(
 
 onstart:
     WARM.start()
-    if workflow.local_exec and not (workflow.remote_exec or workflow.subprocess_exec):
+    if workflow.local_exec and not (
+        workflow.remote_exec or workflow.subprocess_exec
+    ):
         end_jobs_on_signal()
 
 

@@ -256,7 +256,9 @@ rule coral_llm4cs_retrieve:
     input:
         tasks=coral_wiring.tasks_file(config, L),
         index=lambda wc: L.index_manifest(coral_index_corpus(config), wc.retriever),
-        graph=lambda wc: graph_inputs(config, L, coral_index_corpus(config), wc.retriever),
+        graph=lambda wc: graph_inputs(
+            config, L, coral_index_corpus(config), wc.retriever
+        ),
         prompts=f"{PROMPTS}/rag/rewrite.yaml",
         llm4cs_prompts=f"{PROMPTS}/{(CORAL['llm4cs'] or {'prompt': 'coral/llm4cs.yaml'})['prompt']}",
     output:
