@@ -107,6 +107,14 @@ class MtragUn(Study):
 
         return rehearsal_inputs(config, Path(folder), questions, runs, seed)
 
+    def calibrated_rehearsal_inputs(self, config, folder, targets, questions=4, runs=2, seed=0):
+        """The same files with each published number drawn at its target (mtrag_un.rehearsal)."""
+        from pathlib import Path
+
+        from convrag.studies.mtrag_un.rehearsal import calibrated_rehearsal_inputs
+
+        return calibrated_rehearsal_inputs(config, Path(folder), targets, questions, runs, seed)
+
     def hub_models(self, config):
         """BERTScore's model (the paper's DeBERTa-xlarge-MNLI in the paper setting)."""
         from convrag.studies.mtrag_un.evaluate import bertscore_config
