@@ -59,6 +59,17 @@ def cmd_sources(a):
     return 1 if bad else 0
 
 
+def cmd_miniature(a):
+    """The paper config of a study run for real, in miniature (convrag.miniature)."""
+    from convrag.miniature import _overlay, checksums, run
+
+    if a.checksums:
+        for key, digest in checksums((_overlay(a.study)[2].get("serve") or {})).items():
+            print(f"{digest}  {key}")
+        return 0
+    return run(a.study, cores=a.cores, directory=a.directory, extra=a.snakemake_args)
+
+
 def cmd_list(a):
     """Studies, their targets and the configs that build them, from the study registry."""
     from pathlib import Path
@@ -494,6 +505,19 @@ def build_parser() -> argparse.ArgumentParser:
             "each config builds")
     s.add_argument("configs", nargs="*", help="config files (default: config/config.yaml and config/studies/*.yaml)")
     s.add_argument("--json", action="store_true", help="print the listing as JSON")
+
+    s = add("miniature", cmd_miniature, "run a study's paper config for real, in miniature (config/miniatures/"
+            "<study>.yaml laid over config/studies/<study>.yaml), with a loopback download mirror of the shared "
+            "samples and a loopback OpenAI-compatible endpoint; last line: 'miniature <study>: executed E of P "
+            "rules' (P: the paper config's dry-run); exit 1 when E < P")
+    s.add_argument("study", help="lic_rag, mtrag_un, coral, worse_labels or cross")
+    s.add_argument("--cores", type=int, default=2, help="Snakemake's --cores (default 2)")
+    s.add_argument("--directory", default=None,
+                   help="Snakemake's working directory (default: the repository); results under the overlay's "
+                        "results_dir there")
+    s.add_argument("--checksums", action="store_true",
+                   help="only print the sha256 of every file the mirror serves (what the overlay names)")
+    s.add_argument("snakemake_args", nargs="*", help="more Snakemake arguments, after --")
 
     s = add("download", cmd_download, "download one file (Hugging Face dataset repo or URL) and record its sha256")
     s.add_argument("--spec", type=json_arg, required=True,

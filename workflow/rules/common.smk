@@ -8,6 +8,7 @@ import re
 import shlex
 
 from convrag.data.benchmarks import benchmark_corpora, benchmark_loader
+from convrag.data.download import MIRROR_ENV
 from convrag.config import (
     is_closed_book,
     retriever_kind,
@@ -62,6 +63,13 @@ for _var, _value in (
         os.environ[_var] = _value
     else:
         os.environ.pop(_var, None)
+
+# A download mirror (config download_mirror; convrag.data.download reads it in each job), set or
+# cleared from the config on every run as the cache settings above.
+if config["download_mirror"]:
+    os.environ[MIRROR_ENV] = config["download_mirror"]
+else:
+    os.environ.pop(MIRROR_ENV, None)
 
 # Every job (and the warm server) of a local run ends when this Snakemake process does, however
 # it ends (convrag.lifeline): the main process of a local run names itself in the environment.

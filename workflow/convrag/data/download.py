@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import os
 import shutil
+import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from huggingface_hub import hf_hub_download
 
@@ -35,6 +38,28 @@ HIPPORAG_FILES: dict[str, tuple[str, str]] = {
     "2wikimultihopqa": ("2wikimultihopqa.json", "2wikimultihopqa_corpus.json"),
     "hotpotqa": ("hotpotqa.json", "hotpotqa_corpus.json"),
 }
+
+
+# A download mirror (config ``download_mirror``; every job finds it here): a base URL that serves
+# each file at ``<mirror>/<host>/<path>`` of its original URL, Hugging Face repositories included
+# (``<mirror>/huggingface.co`` as the hub endpoint). `convrag miniature` points it at a loopback
+# server of the shared samples; the URLs, revisions, locks and checksums stay the config's own.
+MIRROR_ENV = "CONVRAG_DOWNLOAD_MIRROR"
+
+
+def mirror_base(mirror: str | None = None) -> str | None:
+    """The mirror's base URL (the argument, else $CONVRAG_DOWNLOAD_MIRROR), or None."""
+    m = mirror if mirror is not None else os.environ.get(MIRROR_ENV)
+    return m.rstrip("/") if m else None
+
+
+def mirrored(url: str, mirror: str | None = None) -> str:
+    """Where ``url`` is fetched from: the URL itself, or its place on the mirror."""
+    base = mirror_base(mirror)
+    if not base:
+        return url
+    parts = urlsplit(url)
+    return f"{base}/{parts.netloc}{parts.path}" + (f"?{parts.query}" if parts.query else "")
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> tuple[str, int]:
@@ -83,18 +108,38 @@ def download_file(
         entry = locked.get(key) or {}
         revision, sha256 = entry.get("revision"), sha256 or entry.get("sha256")
     where = f"{repo_type} {repo_id}@{revision or 'default branch'}: {filename}"
+    endpoint = mirror_base()
+    scratch = None
+    if endpoint:  # a mirror's bytes never enter the shared hub cache under the real commit
+        endpoint += "/huggingface.co"
+        where += f" (mirror {endpoint})"
+        scratch = tempfile.TemporaryDirectory(prefix="convrag-mirror-")
+        cache_dir = scratch.name
+    from huggingface_hub import constants as hf_constants
+
+    offline = hf_constants.HF_HUB_OFFLINE
+    if endpoint and urlsplit(endpoint).hostname in ("127.0.0.1", "localhost", "::1"):
+        hf_constants.HF_HUB_OFFLINE = False  # a loopback mirror is this machine, not the hub
     try:
         cached = hf_hub_download(
             repo_id=repo_id, filename=filename, revision=revision, repo_type=repo_type,
-            cache_dir=str(cache_dir) if cache_dir is not None else None,
+            cache_dir=str(cache_dir) if cache_dir is not None else None, endpoint=endpoint,
         )
     except Exception as e:  # network, auth, missing file: one clear message for the log
+        if scratch is not None:
+            scratch.cleanup()
         raise DataError(f"download failed for {where}: {type(e).__name__}: {e}") from e
+    finally:
+        hf_constants.HF_HUB_OFFLINE = offline
     parts = Path(cached).parts  # .../snapshots/<commit>/<filename>: the commit actually served
     commit = parts[parts.index("snapshots") + 1] if "snapshots" in parts else revision
-    with atomic_path(out) as tmp:
-        shutil.copyfile(cached, tmp)
-        digest, size = _check(tmp, where, sha256, None)
+    try:
+        with atomic_path(out) as tmp:
+            shutil.copyfile(cached, tmp)
+            digest, size = _check(tmp, where, sha256, None)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
     locked.record(key, {"revision": commit, "sha256": digest, "bytes": size})
     revision = commit
     write_json(out.with_name(out.name + ".sha256"), {
@@ -105,6 +150,7 @@ def download_file(
         "sha256": digest,
         "bytes": size,
         "downloaded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **({"mirror": endpoint} if endpoint else {}),
     })
     return digest
 
@@ -135,10 +181,11 @@ def download_url(url: str, out_path: str | Path, sha256: str | None = None, retr
         url = url.replace(HF_LOCKED, f"/resolve/{entry.get('revision') or 'main'}/")
     last: Exception | None = None
     commit = None
+    fetch = mirrored(url)  # the URL itself, or its place on the configured mirror
     for attempt in range(retries):
         try:
             with atomic_path(out) as tmp:
-                with urllib.request.urlopen(url, timeout=timeout_s) as resp, open(tmp, "wb") as fh:
+                with urllib.request.urlopen(fetch, timeout=timeout_s) as resp, open(tmp, "wb") as fh:
                     commit = resp.headers.get("X-Repo-Commit")
                     shutil.copyfileobj(resp, fh, 1 << 20)
                 digest, size = _check(tmp, url, sha256, git_blob)
@@ -161,5 +208,6 @@ def download_url(url: str, out_path: str | Path, sha256: str | None = None, retr
     write_json(out.with_name(out.name + ".sha256"), {
         "url": url, "sha256": digest, "bytes": size,
         "downloaded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **({"mirror": fetch} if fetch != url else {}),
     })
     return digest

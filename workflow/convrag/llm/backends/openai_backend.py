@@ -73,6 +73,11 @@ class OpenAIBackend:
             raise ModelError(f"{spec.name}: environment variable {spec.api_key_env} is not set; "
                              f"the API key for this model is read only from there")
         self._key = key
+        # a base URL may name environment variables (``${CONVRAG_MINIATURE_API}``: the loopback
+        # endpoint `convrag miniature` starts); one left unset is an error here, not a bad request later
+        self._base_url = os.path.expandvars(spec.base_url) if spec.base_url else spec.base_url
+        if self._base_url and "$" in self._base_url:
+            raise ModelError(f"{spec.name}: base_url {spec.base_url!r} names an environment variable that is not set")
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAIBackend({self.spec.name!r}, base_url={self.spec.base_url!r})"
@@ -127,7 +132,7 @@ class OpenAIBackend:
     async def _generate_all(self, requests: list[Request]) -> list[Response]:
         import openai
 
-        client = openai.AsyncOpenAI(api_key=self._key, base_url=self.spec.base_url, max_retries=0,
+        client = openai.AsyncOpenAI(api_key=self._key, base_url=self._base_url, max_retries=0,
                                     timeout=self.spec.timeout_s)
         sem = asyncio.Semaphore(self.spec.concurrency)
         tasks = [asyncio.create_task(self._one(client, sem, r)) for r in requests]
@@ -180,4 +185,4 @@ class OpenAIBackend:
                 log.warning("%s: attempt %d/%d failed (%s); retrying in %.2f s",
                             self.spec.name, attempt + 1, attempts, last, delay)
                 await asyncio.sleep(delay)
-        raise ModelError(f"{self.spec.name}: giving up after {attempts} attempts at {self.spec.base_url}: {last}")
+        raise ModelError(f"{self.spec.name}: giving up after {attempts} attempts at {self._base_url}: {last}")
