@@ -199,23 +199,31 @@ def test_contrast_2b_2c_by_hand():
     assert list(out.columns) == ab.CONTRAST_COLUMNS
     f = out.set_index("label")
     j = f.loc["j1"]
-    # the four "no" turns: the rung's context refused 3 of 3 with a status line (t4 has none), the gold 1 of 4
-    assert j["n_turns"] == 4 and j["n_rung"] == 3 and j["n_gold"] == 4 and j["n_unlabelled"] == 1
-    assert j["refusal_rung"] == 1.0 and j["refusal_gold"] == 0.25 and j["pooled_diff"] == 0.75
-    assert j["pooled_ci_low"] <= 0.75 <= j["pooled_ci_high"]
+    # the four "no" turns: the rung's context refused 3 of 3 with a status line (t4 has none); the
+    # gold (setting 2b) over every turn of the rung: U at t2 only, of the 5 with a status line (t5 has
+    # none): 1/5 (§4.3: "than when it had the gold"; the same turns' gold, 1 of 4, is the within-turn side)
+    assert j["n_turns"] == 4 and j["n_rung"] == 3 and j["n_gold"] == 5 and j["n_unlabelled"] == 1
+    assert j["refusal_rung"] == 1.0 and j["refusal_gold"] == pytest.approx(0.2)
+    assert j["pooled_diff"] == pytest.approx(0.8)
+    assert j["pooled_ci_low"] <= 0.8 <= j["pooled_ci_high"]
     # within turn: t1, t2, t6 have both: [1, 1, 1] - [0, 1, 0]
     assert j["within_diff"] == pytest.approx(2 / 3) and j["n_paired"] == 3
     ref = paired_bootstrap([1, 1, 1], [0, 1, 0], n_resamples=200, seed=0)
     assert (j["within_ci_low"], j["within_ci_high"]) == pytest.approx((ref["ci_low"], ref["ci_high"]))
-    assert j["n_no_status_rung"] == 1 and j["n_no_status_gold"] == 0
-    # the same pooled interval straight from bootstrap_statistic over the four turns
-    a, b = np.array([1, 1, NAN, 1]), np.array([0, 1, 0, 0])
-    ref = bootstrap_statistic([a, b], lambda x, y: np.nanmean(x) - np.nanmean(y), n_resamples=200, seed=0)
+    assert j["n_no_status_rung"] == 1 and j["n_no_status_gold"] == 1
+    # the same pooled interval straight from bootstrap_statistic over the six turns (the rung side
+    # NaN where the label does not call the context insufficient)
+    a, b = np.array([1, 1, NAN, NAN, NAN, 1]), np.array([0, 1, 0, 0, NAN, 0])
+
+    def diff(x, y):  # NaN for a resample without a failed turn (skipped)
+        return np.mean(x[~np.isnan(x)]) - np.mean(y[~np.isnan(y)]) if (~np.isnan(x)).any() else NAN
+    ref = bootstrap_statistic([a, b], diff, n_resamples=200, seed=0)
     assert (j["pooled_ci_low"], j["pooled_ci_high"]) == pytest.approx((ref["ci_low"], ref["ci_high"]))
-    # qrels: no gold in t1, t2; rung refusals U, U = 1; gold A, U = 1/2
+    # qrels: no gold in t1, t2; rung refusals U, U = 1; the gold of every turn 1/5 (pooled 1 - .2 = .8),
+    # of the same turns A, U = 1/2 (within)
     q = f.loc["qrels"]
-    assert q["n_turns"] == 2 and q["refusal_rung"] == 1.0 and q["refusal_gold"] == 0.5
-    assert q["pooled_diff"] == pytest.approx(0.5)
+    assert q["n_turns"] == 2 and q["refusal_rung"] == 1.0 and q["refusal_gold"] == pytest.approx(0.2)
+    assert q["pooled_diff"] == pytest.approx(0.8)
     assert q["within_diff"] == 0.5 and q["n_paired"] == 2
 
 

@@ -157,6 +157,40 @@ def test_the_2b_2c_contrast_takes_the_contexts_the_label_calls_insufficient():
     assert out.loc["j1", "n_paired"] == 4
 
 
+def test_the_pooled_2b_2c_contrast_compares_with_the_gold_of_every_turn():
+    """§4.3: "whether a reader refuses more when its retrieval failed than when it had the gold";
+    "compared within turns" is the second reading, so the first compares the failed retrievals
+    with the 2b setting as a whole. Six turns; j1 calls t1, t2 "no" (qrels: no gold there too).
+    The reader refuses t1, t2 with the rung's context AND with their gold (hard turns), answers
+    everything else: pooled 2/2 - 2/6 = +2/3 (over the failed turns' gold only it would be 0),
+    within turn [1, 1] - [1, 1] = 0 on 2 turns."""
+    from convrag.studies.worse_labels import followups as F
+
+    c, lab, rd = [], [], []
+    for i in range(1, 7):
+        t, fail = f"t{i}", i <= 2
+        for st in ("r", "gold"):
+            q = "none" if (fail and st == "r") else "all"
+            c.append({"slice": "s", "dialogue": f"D{i}", "task_id": t, "set": st, "qrels_label": q,
+                      "no_gold": q == "none", "top1_z": 0.0})
+            lab.append({"slice": "s", "task_id": t, "set": st, "labeller": "j1", "label": "no" if fail and st == "r"
+                        else "yes"})
+            rd.append({"slice": "s", "task_id": t, "set": st, "reader": "A", "p_answerable": 0.5,
+                       "status": "UNANSWERABLE" if fail else "ANSWERABLE"})
+    c, lab, rd = pd.DataFrame(c), pd.DataFrame(lab), pd.DataFrame(rd)
+    out = ab.contrast_2b_2c(c, lab, rd, _ctx()).set_index("label")
+    for label in ("j1", "qrels"):
+        r = out.loc[label]
+        assert (r["n_turns"], r["n_rung"], r["n_gold"]) == (2, 2, 6)
+        assert (r["refusal_rung"], r["refusal_gold"]) == pytest.approx((1.0, 1 / 3))
+        assert r["pooled_diff"] == pytest.approx(2 / 3)
+        assert (r["within_diff"], r["n_paired"]) == (0.0, 2)
+    # the 258 comparisons' 2b/2c family reads the same pooled contrast
+    k = F.changed_all(c, lab, rd, _ctx(ladder={"s": ["r"]}))
+    k = k[k["comparison"] == "contrast_2b_2c"].iloc[0]
+    assert (k["est_base"], k["est_other"]) == pytest.approx((2 / 3, 2 / 3))
+
+
 def test_a_response_without_a_status_line_leaves_the_aurocs():
     # §3: such responses are excluded from refusal rates and AUROCs; label mode still scored a p
     c, lab, rd = _frames()

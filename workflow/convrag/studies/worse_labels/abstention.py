@@ -592,16 +592,24 @@ def contrast_2b_2c(contexts, labels, reads, ctx) -> pd.DataFrame:
     judged "partial", or unlabelled, is not a retrieval failure under the content label and
     drops, ``n_unlabelled``), over those ``n_turns`` turns:
 
-    * ``refusal_rung`` / ``refusal_gold``: refusal rate (UNANSWERABLE among responses with a
-      status line; ``n_rung`` / ``n_gold`` such responses, ``n_no_status_*`` without);
+    * ``refusal_rung``: refusal rate (UNANSWERABLE among responses with a status line) on
+      those ``n_turns`` contexts (``n_rung`` such responses, ``n_no_status_rung`` without);
+    * ``refusal_gold``: the refusal rate with the gold documents (setting 2b) over EVERY turn
+      of the rung (``n_gold`` responses with a status line, ``n_no_status_gold`` without):
+      "when it had the gold" is the 2b setting, not only the turns whose retrieval failed;
     * ``pooled_diff`` = refusal_rung - refusal_gold, each over its own parsed responses, with
-      a bootstrap CI resampling the turns (both settings of a turn together; dialogues when
-      unit dialogue; ``bootstrap_statistic``; the paper: +.20 on Fusion, +.31 on the hybrid for
-      Qwen3-4B under the content label);
-    * ``within_diff``: the same over the ``n_paired`` turns with a status line in both
-      ("compared within turns"), paired bootstrap CI; ``n_paired`` is the count the paper gives
-      as 17-30 insufficient contexts per cell on Fusion and the hybrid, and 58 turns for MTRAG's
-      hybrid (Table 3).
+      a bootstrap CI resampling the rung's turns (a turn's two settings together; dialogues
+      when unit dialogue; ``bootstrap_statistic``; the paper: +.20 on Fusion, +.31 on the
+      hybrid for Qwen3-4B under the content label);
+    * ``within_diff``: refusal with the rung's context minus with the gold of the SAME turn,
+      over the ``n_paired`` insufficient turns with a status line in both ("compared within
+      turns"), paired bootstrap CI; ``n_paired`` is the count the paper gives as 17-30
+      insufficient contexts per cell on Fusion and the hybrid, and 58 turns for MTRAG's hybrid
+      (Table 3).
+
+    The two differ as the paper's do: the pooled contrast compares the failed retrievals with
+    the 2b setting as a whole, the within-turn one only with the gold of the turns that failed
+    (where a reader may refuse with the gold too), on fewer contexts.
     """
     d = _Data(contexts, labels, reads, ctx, where="contrast_2b_2c", read_cols=("status",))
     rows = []
@@ -609,25 +617,30 @@ def contrast_2b_2c(contexts, labels, reads, ctx) -> pd.DataFrame:
         for reader in d.readers(sl):
             for rung in d.rungs(sl):
                 v = d.view(sl, rung, reader)
+                gold_all = d.read(sl, "gold", reader, v.index)  # setting 2b: every turn of the rung
                 for label in (QRELS, d.s.primary):
                     y = d.suff(v, label)
-                    t = v[(y == 0.0).to_numpy()]
+                    miss = (y == 0.0).to_numpy()
+                    t = v[miss]
                     g = d.read(sl, "gold", reader, t.index)
+                    # pooled: the failed retrievals (NaN elsewhere) against the gold of every turn
+                    a_all = np.where(miss, v["refused"].to_numpy(dtype=float), np.nan)
+                    b_all = gold_all["refused"].to_numpy(dtype=float)
+                    pooled = d.statistic([a_all, b_all], _pooled_diff, v["dialogue"].to_numpy())
                     a, b, dia = t["refused"].to_numpy(), g["refused"].to_numpy(), t["dialogue"].to_numpy()
-                    pooled = d.statistic([a, b], _pooled_diff, dia)
                     both = ~np.isnan(a) & ~np.isnan(b)
                     within = d.paired_mean(a[both], b[both], dia[both])
                     rows.append({
                         "slice": sl, "reader": reader, "rung": rung, "label": label, "n_turns": int(len(t)),
                         "n_unlabelled": int(y.isna().sum()),
                         "refusal_rung": _nanmean(a), "n_rung": int((~np.isnan(a)).sum()),
-                        "refusal_gold": _nanmean(b), "n_gold": int((~np.isnan(b)).sum()),
+                        "refusal_gold": _nanmean(b_all), "n_gold": int((~np.isnan(b_all)).sum()),
                         "pooled_diff": pooled["estimate"], "pooled_ci_low": pooled["ci_low"],
                         "pooled_ci_high": pooled["ci_high"],
                         "within_diff": within["mean_diff"], "within_ci_low": within["ci_low"],
                         "within_ci_high": within["ci_high"], "n_paired": int(within["n"]),
                         "n_no_status_rung": int((t["has_read"] & t["refused"].isna()).sum()),
-                        "n_no_status_gold": int((g["has_read"] & g["refused"].isna()).sum()),
+                        "n_no_status_gold": int((gold_all["has_read"] & gold_all["refused"].isna()).sum()),
                     })
     return _frame(rows, CONTRAST_COLUMNS)
 

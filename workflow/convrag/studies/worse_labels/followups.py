@@ -543,8 +543,9 @@ def changed_all(contexts, labels, reads, ctx, *, base: str = "qrels", other: str
     * four families per reader x rung cell: ``auroc_chance`` (AUROC - 0.5: does the reader
       beat chance?), ``refusal_gap`` (refusal on insufficient minus on sufficient contexts),
       ``contrast_2b_2c`` (refusal on the contexts the label calls insufficient minus with the
-      turn's gold documents, over those turns: the 2b/2c question, "does a reader refuse more
-      when its retrieval failed than when it had the gold") and ``detector_gap`` (AUROC for
+      gold documents over every turn, ``abstention.contrast_2b_2c``'s pooled contrast: the 2b/2c
+      question, "does a reader refuse more when its retrieval failed than when it had the
+      gold") and ``detector_gap`` (AUROC for
       insufficiency of the retrieval score top1_z minus the reader's 1 - p): 4 R K.
 
     RECOR (K=4, R=3): 2*3*6 + 2*4*3 + 4*12 = 108; MTRAG (K=5, R=3): 2*3*10 + 2*5*3 + 4*15 = 150;
@@ -650,12 +651,12 @@ def changed_all(contexts, labels, reads, ctx, *, base: str = "qrels", other: str
                     use = ~np.isnan(ri) | ~np.isnan(rs)
                     res[lab] = stat([rs[use], ri[use]], _mean_diff, dia[use])  # insufficient - sufficient
                 add({**key, "family": "refusal_gap", "comparison": "refusal_gap"}, res)
-                gold = d.read(sl, "gold", q, v.index)
+                gold = d.read(sl, "gold", q, v.index)["refused"].to_numpy(dtype=float)  # 2b: every turn
                 res = {}
                 for lab in (base, other):
                     miss = d.suff(v, lab).to_numpy() == 0.0  # the retrieval failed under the label
-                    a, g = v["refused"].to_numpy(dtype=float)[miss], gold["refused"].to_numpy(dtype=float)[miss]
-                    res[lab] = stat([g, a], _mean_diff, dia[miss])  # rung - gold
+                    a = np.where(miss, v["refused"].to_numpy(dtype=float), np.nan)
+                    res[lab] = stat([gold, a], _mean_diff, dia)  # rung (failed) - gold (every turn)
                 add({**key, "family": "contrast_2b_2c", "comparison": "contrast_2b_2c"}, res)
                 res = {}
                 for lab in (base, other):
