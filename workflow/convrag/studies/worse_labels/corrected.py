@@ -9,7 +9,7 @@ The content judges and the panel label EVERY context of the slice, so within a s
 audited contexts are a uniform sample of the judged ones, and PPI is valid per stratum
 (``convrag.stats.ppi.ppi_mean_stratified``: PPI within each stratum, combined with weights
 N_h / N, variance sum w_h^2 se_h^2). A pooled PPI would not be: the strata are not sampled in
-proportion to their sizes. The auditor is a model (gpt-4.1-mini in the paper config), not a
+proportion to their sizes. The auditor is a model (Claude Opus 5.5 in the paper config, as §3 names it), not a
 person: the estimate corrects the judge towards the auditor.
 
 **System and population.** A system is a retriever set (rung) named by a stratum; its population
