@@ -21,7 +21,9 @@ from convrag.downloads import config_downloads, problems
 from convrag.errors import DataError
 from convrag.sources import Lock, git_blob_id, github_pin, is_commit, load_sources, model_revision
 
-CONFIGS = sorted([REPO_ROOT / "config" / "config.yaml", *(REPO_ROOT / "config").glob("*/*.yaml")])
+# config/miniatures/ holds overlays, not configs: tests/test_miniature.py checks them laid over their paper config
+CONFIGS = sorted([REPO_ROOT / "config" / "config.yaml",
+                  *(p for p in (REPO_ROOT / "config").glob("*/*.yaml") if p.parent.name != "miniatures")])
 
 
 @functools.lru_cache(maxsize=None)
