@@ -228,6 +228,14 @@ class WorseLabels(Study):
 
         return rehearsal_inputs(config, Path(folder), questions, runs, seed)
 
+    def calibrated_rehearsal_inputs(self, config, folder, targets, questions=4, runs=2, seed=0):
+        """The same files with each drivable published number drawn at its target (worse_labels.rehearsal)."""
+        from pathlib import Path
+
+        from convrag.studies.worse_labels.rehearsal import calibrated_rehearsal_inputs
+
+        return calibrated_rehearsal_inputs(config, Path(folder), targets, questions, runs, seed)
+
     def plan(self, config):
         from convrag.studies.worse_labels.plan import model_jobs
 
