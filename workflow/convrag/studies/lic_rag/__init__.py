@@ -140,6 +140,14 @@ class LicRag(Study):
 
         return rehearsal_inputs(config, Path(folder), questions, runs, seed)
 
+    def calibrated_rehearsal_inputs(self, config, folder, targets, questions=4, runs=2, seed=0):
+        """The same files with each published number drawn at its target (lic_rag.rehearsal)."""
+        from pathlib import Path
+
+        from convrag.studies.lic_rag.rehearsal import calibrated_rehearsal_inputs
+
+        return calibrated_rehearsal_inputs(config, Path(folder), targets, questions, runs, seed)
+
     def outputs(self, config, layout):
         # Conversations are targets too: deleting one makes Snakemake redo that job (from the
         # LLM cache) and everything downstream of it, not silently keep stale tables.
