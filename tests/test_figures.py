@@ -203,3 +203,36 @@ def test_default_run_figure_shows_something_or_says_why(study, name):
     else:
         check_placeholder(*mark, data)
         assert f"(Placeholder: {mark[1]}.)" in stem.with_suffix(".md").read_text()
+
+
+def test_comparison_marks_of_issue_45(tmp_path, monkeypatch):
+    """The comparison a paper figure makes (issue 45, item 1): a baseline drawn as reference
+    lines, lines dodged apart, points labelled, a difference written above its group of bars."""
+    from matplotlib.figure import Figure
+
+    drawn = {}
+    real = figures.save_figure
+
+    def keep(fig: Figure, stem, note=None):
+        drawn["fig"] = fig
+        return real(fig, stem, note)
+
+    monkeypatch.setattr(figures, "save_figure", keep)
+    df = pd.DataFrame({"turn": [1, 2, 1, 2], "y": [0.5, 0.5, 0.5, 0.5], "cond": ["A", "A", "B", "B"],
+                       "rung": ["r1", "r2", "r1", "r2"]})
+    refs = pd.DataFrame({"panel": ["all", "all"], "label": ["FULL (one retrieval)", "CONCAT (one retrieval)"],
+                         "y": [0.6, 0.4]})
+    lines(df, tmp_path / "l", x="turn", y="y", group=["cond"], dodge=0.1, refs=refs, point_labels="rung")
+    ax = drawn["fig"].axes[0]
+    xs = [tuple(line.get_xdata()) for line in ax.get_lines() if len(line.get_xdata()) == 2
+          and line.get_label() in ("A", "B")]
+    assert len(xs) == 2 and xs[0] != xs[1]  # equal values, lines apart
+    legend = [t.get_text() for t in drawn["fig"].legends[0].get_texts()]
+    assert "FULL (one retrieval)" in legend and "CONCAT (one retrieval)" in legend
+    assert {t.get_text() for t in ax.texts} >= {"r1", "r2"}
+    bars = pd.DataFrame({"x": ["a", "b"], "h": ["q", "q"], "v": [0.7, 0.8]})
+    grouped_bars(bars, tmp_path / "b", x="x", hue="h", y="v", notes={("all", "a"): ("\u0394 +.10", True)},
+                 notes_label="\u0394: content minus qrels")
+    texts = [t for t in drawn["fig"].axes[0].texts if t.get_text() == "\u0394 +.10"]
+    assert texts and texts[0].get_fontweight() == "bold"
+    assert any("content minus qrels" in t.get_text() for t in drawn["fig"].texts)

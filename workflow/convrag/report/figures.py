@@ -109,13 +109,18 @@ def _need(df: pd.DataFrame, cols, name: str) -> None:
 
 
 def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | None = None, hi: str | None = None,
-                 panel: str | None = None, ylabel: str = "", ylim=None, hue_order=()) -> tuple[Path, Path]:
+                 panel: str | None = None, ylabel: str = "", ylim=None, hue_order=(), xlabel: str = "",
+                 legend_title: str = "", notes: dict | None = None, notes_label: str = "",
+                 hue_labels: dict | None = None, title: str = "") -> tuple[Path, Path]:
     """Bars of ``y`` per ``x`` and ``hue`` (optional CI whiskers ``lo``/``hi``), one panel per
     value of ``panel``; missing cells stay empty, a cell whose value is NaN (undefined, e.g. a
     ratio without a denominator) is marked "n/a" and a value of exactly 0 is marked "0", so
     neither looks like a missing bar; a cell with several rows (several models, say) shows their
     mean. ``hue_order`` puts those hues first. Each panel's x axis has only the ``x`` values of
-    that panel, in the order they first appear in it (a study's ladder or paper order)."""
+    that panel, in the order they first appear in it (a study's ladder or paper order).
+    ``notes``: {(panel value, x value): text or (text, bold)} written above that group of bars
+    (a paired difference and its interval, say), ``notes_label`` saying what they are under the
+    figure; ``hue_labels`` renames hues in the legend, ``title`` goes above the panels."""
     _need(df, [c for c in (x, hue, y, lo, hi, panel) if c], "grouped_bars")
     df = df.copy()
     panel = panel or "_panel"
@@ -140,20 +145,28 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
                 err = np.vstack([mean - cells[lo].to_numpy(dtype=float), cells[hi].to_numpy(dtype=float) - mean])
                 err = np.nan_to_num(np.clip(err, 0, None))
             at = pos + (j - (len(hues) - 1) / 2) * width
-            ax.bar(at, np.nan_to_num(mean), width, yerr=err, capsize=2, color=f"C{j}", label=str(h))
+            ax.bar(at, np.nan_to_num(mean), width, yerr=err, capsize=2, color=f"C{j % 10}",
+                   hatch="//" if j >= 10 else None, label=str((hue_labels or {}).get(h, h)))
             present = np.array([(v, h) in sub.index for v in xs])
             for k in np.flatnonzero(present & (np.isnan(mean) | (mean == 0))):
                 if mean[k] == 0:  # a measured zero: a thick stub in the hue's colour, unlike a missing bar
-                    ax.hlines(0, at[k] - width / 2, at[k] + width / 2, color=f"C{j}", lw=4)
+                    ax.hlines(0, at[k] - width / 2, at[k] + width / 2, color=f"C{j % 10}", lw=4)
                 ax.annotate("n/a" if np.isnan(mean[k]) else "0", (at[k], 0), xytext=(0, 3), textcoords="offset points",
                             ha="center", va="bottom", fontsize=7, rotation=90 if np.isnan(mean[k]) else 0,
                             color="black")
+        for k, v in enumerate(xs):
+            note = (notes or {}).get((pv, v))
+            if note:
+                text, bold = note if isinstance(note, tuple) else (note, False)
+                ax.annotate(text, (pos[k], 1.0), xycoords=("data", "axes fraction"), xytext=(0, -3),
+                            textcoords="offset points", ha="center", va="top", fontsize=7,
+                            fontweight="bold" if bold else "normal")
         ax.set_title(str(pv))
         longest = max(len(str(v)) for v in xs)
         tilt = len(xs) * longest > 40 or (len(xs) > 4 and longest > 6)  # labels that would overlap
         ax.set_xticks(pos, [str(v) for v in xs], rotation=(90 if crowded else 30) if tilt else 0,
                       ha=("center" if crowded else "right") if tilt else "center")
-        ax.set_xlabel(x)
+        ax.set_xlabel(xlabel or x)
         if ylim:
             ax.set_ylim(*ylim)
         ax.axhline(0, color="black", lw=0.6)
@@ -164,7 +177,12 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in _first_column(axes, 2 if crowded else 3):
         ax.set_ylabel(ylabel or y)
-    fig.legend(*axes[0].get_legend_handles_labels(), title=hue, fontsize="small", loc="outside right upper")
+    fig.legend(*axes[0].get_legend_handles_labels(), title=legend_title or hue, fontsize="small",
+               loc="outside right upper")
+    if title:
+        fig.suptitle(title, fontsize="medium")
+    if notes and notes_label:
+        fig.text(0.5, 0, notes_label, ha="center", va="top", fontsize=8, wrap=True)
     return save_figure(fig, stem)
 
 
@@ -216,28 +234,47 @@ def line_styles(df: pd.DataFrame, group: list[str]) -> dict[tuple, dict]:
 
 
 def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: str | None = None,
-          ylabel: str = "", ylim=None, n: str | None = None, max_cols: int = 3) -> tuple[Path, Path]:
+          ylabel: str = "", ylim=None, n: str | None = None, max_cols: int = 3, xlabel: str = "",
+          legend_title: str = "", styles: dict[tuple, dict] | None = None, dodge: float = 0.0,
+          point_labels: str | None = None, refs: pd.DataFrame | None = None) -> tuple[Path, Path]:
     """One line of ``y`` over ``x`` per ``group`` combination (``line_styles``), one panel per
     ``panel``. An integer ``x`` gets integer ticks; ``n`` (a count column) puts the range of n
     at each x under its tick, for means over a population that changes along x. Panels wrap at
-    ``max_cols`` per row."""
-    _need(df, [x, y, *group] + [c for c in (panel, n) if c], "lines")
+    ``max_cols`` per row. ``styles``: looks that replace ``line_styles``' for some groups (a
+    baseline drawn black, say). ``dodge``: lines shifted apart along x by this much each (in x
+    units), so lines with equal values do not hide each other. ``point_labels``: a column whose
+    value is written once at each x of a panel (a rung's name beside its points). ``refs``:
+    horizontal reference lines, rows (panel, label, y), drawn across their panel, grey shades
+    and a line style per label, in the legend (a single-turn baseline under multi-turn lines)."""
+    _need(df, [x, y, *group] + [c for c in (panel, n, point_labels) if c], "lines")
     df = df.copy()
     panel = panel or "_panel"
     if panel not in df:
         df[panel] = "all"
     panels = _ordered(df[panel])
-    styles = line_styles(df, group)
+    look = {**line_styles(df, group), **(styles or {})}
+    keys = sorted(look)
     fig, axes = _canvas(len(panels), 4.5 if max_cols <= 3 else 3.4, max_cols=max_cols)
     integer_x = pd.api.types.is_integer_dtype(df[x])
+    ref_labels = list(dict.fromkeys(refs["label"])) if refs is not None and not refs.empty else []
     for ax, pv in zip(axes, panels):
         sub = df[df[panel] == pv]
         for key, g in sub.groupby(group, sort=True):
             key = tuple(map(str, key if isinstance(key, tuple) else (key,)))
             g = g.sort_values(x)
-            ax.plot(g[x], g[y], ms=4, lw=1.2, label=" / ".join(key), **styles[key])
+            shift = dodge * (keys.index(key) - (len(keys) - 1) / 2) if dodge else 0.0
+            ax.plot(g[x] + shift, g[y], **{"ms": 4, "lw": 1.2, **look[key]}, label=" / ".join(key))
+        if point_labels:
+            top = sub.loc[sub.groupby(x)[y].idxmax()]
+            for _, r in top.iterrows():
+                ax.annotate(str(r[point_labels]), (r[x], r[y]), xytext=(0, 6), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=7, rotation=30)
+        for j, lab in enumerate(ref_labels):
+            for v in refs.loc[(refs["panel"] == pv) & (refs["label"] == lab), "y"].dropna():
+                ax.axhline(float(v), color=str(0.15 + 0.35 * (j % 2)), lw=1.4, ls=("-", "--", ":")[j % 3],
+                           zorder=1, label=str(lab))
         ax.set_title(str(pv), fontsize="medium")
-        ax.set_xlabel(x + (" (n below)" if n else ""))
+        ax.set_xlabel((xlabel or x) + (" (n below)" if n else ""))
         if integer_x:
             ticks = sorted(sub[x].unique())
             labels = [str(t) for t in ticks]
@@ -262,14 +299,15 @@ def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: st
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    fig.legend(handles, labels, title=" / ".join(group), fontsize="x-small", loc="outside right upper")
+    fig.legend(handles, labels, title=legend_title or " / ".join(group), fontsize="x-small",
+               loc="outside right upper")
     return save_figure(fig, stem)
 
 
 def _spread(values: pd.Series) -> bool:
-    """Whether the distinct values lie at least 8% of their range apart (ticks that do not overlap)."""
+    """Whether the distinct values lie at least 15% of their range apart (tick labels that do not overlap)."""
     v = np.sort(values.dropna().unique().astype(float))
-    return len(v) == 1 or float(np.diff(v).min()) >= 0.08 * float(v[-1] - v[0])
+    return len(v) == 1 or float(np.diff(v).min()) >= 0.15 * float(v[-1] - v[0])
 
 
 def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None, panel: str | None = None,

@@ -53,17 +53,23 @@ def _fig_recall(df, stem):
     More than five retrievers: each retriever's two panels side by side, two retrievers a row."""
     from convrag.report import figures
 
+    single = df[df.condition.isin(["FULL", "CONCAT"])]  # §5.4's baseline: one retrieval, drawn across the turns
     df = df[df.condition.isin(MULTI_TURN)]
     if df.empty:
         return figures.placeholder(stem, "no_multi_turn", "the grid has no multi-turn (SHARDED, RECAP, SNOWBALL) "
                                                     "conversation with retrieval")
     rcol = next(c for c in df.columns if c.startswith("recall@"))
-    if df.dataset.nunique() > 1:  # a paper grid: pooled over the datasets (weighted by n); each is in the data
+    pooled = df.dataset.nunique() > 1
+    if pooled:  # a paper grid: pooled over the datasets (weighted by n); each is in the data
         keys = ["retriever", "condition", "policy", "turn"]
-        w = df.assign(_r=df[rcol] * df["n"], _c=df["cum_recall"] * df["n_all"]).groupby(keys, sort=True)[
-            ["_r", "_c", "n", "n_all"]].sum().reset_index()
-        df = w.assign(**{rcol: w["_r"] / w["n"], "cum_recall": w["_c"] / w["n_all"],
-                         "retriever": "all datasets: " + w["retriever"]})
+
+        def pool(x):
+            w = x.assign(_r=x[rcol] * x["n"], _c=x["cum_recall"] * x["n_all"]).groupby(keys, sort=True)[
+                ["_r", "_c", "n", "n_all"]].sum().reset_index()
+            return w.assign(**{rcol: w["_r"] / w["n"], "cum_recall": w["_c"] / w["n_all"],
+                               "retriever": "all datasets: " + w["retriever"]})
+        df = pool(df)
+        single = pool(single) if not single.empty else single
     col = df.retriever
     d = pd.concat([df.assign(panel=col + f": {rcol} at the turn", y=df[rcol], count=df["n"], col=col, part=0),
                    df.assign(panel=col + ": cumulative", y=df["cum_recall"], count=df["n_all"], col=col, part=1)],
@@ -73,9 +79,14 @@ def _fig_recall(df, stem):
     if cols > 5:  # a paper grid's retrievers: two retrievers (four panels) to a row instead of one wide row
         order = {c: i for i, c in enumerate(dict.fromkeys(col))}
         d = d.assign(_o=d["col"].map(order)).sort_values(["_o", "part"], kind="stable").drop(columns="_o")
+    single = single[single.retriever.isin(set(col)) & (single["turn"] == 1)]
+    refs = pd.concat([single.assign(panel=single.retriever + f": {rcol} at the turn", y=single[rcol]),
+                      single.assign(panel=single.retriever + ": cumulative", y=single[rcol])], ignore_index=True)
+    refs = refs.assign(label=refs.condition + " (one retrieval)")[["panel", "label", "y"]]
     figures.lines(d, stem, x="turn", y="y", group=["condition", "policy"], panel="panel",
                   max_cols=cols if cols <= 5 else 4, ylabel="recall of the supporting passages", ylim=(0, 1.05),
-                  n="count")
+                  n="count", dodge=0.05, refs=refs.sort_values("label", key=lambda v: v.str.startswith("CONCAT")),
+                  xlabel="turn", legend_title="condition / query policy")
 
 
 def _fig_decomposition(df, stem):

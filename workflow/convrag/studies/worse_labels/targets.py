@@ -291,11 +291,24 @@ def _judge_survival(inputs, ctx):
     return AJ.judge_survival(changed, _answer_judges_table(inputs, ctx), judges)
 
 
+NO_GOLD = "no gold (qrels label)"
+
+
 def _fig2a(df, stem):
+    """The paper's pair per rung: the share of contexts without gold (the qrels label, one black
+    line) beside each labeller's share judged insufficient, against the rung's nDCG@10; each
+    rung's name above its points."""
     from convrag.report import figures
 
-    figures.lines(df, stem, x="ndcg10", y="share_insufficient", group=["labeller"], panel="slice",
-                  ylabel="share of contexts judged insufficient", ylim=(0, 1))
+    rungs = df.drop_duplicates(["slice", "rung"])
+    d = pd.concat([df[["slice", "rung", "labeller", "ndcg10", "share_insufficient"]],
+                   rungs.assign(labeller=NO_GOLD, share_insufficient=rungs["share_no_gold"])[
+                       ["slice", "rung", "labeller", "ndcg10", "share_insufficient"]]], ignore_index=True)
+    figures.lines(d, stem, x="ndcg10", y="share_insufficient", group=["labeller"], panel="slice",
+                  xlabel="nDCG@10 of the rung's first stage", legend_title="labeller",
+                  ylabel='share insufficient ("no"; no gold for the qrels label)', ylim=(0, 1.08),
+                  styles={(NO_GOLD,): {"color": "black", "ls": "-", "marker": "s", "lw": 2.2, "ms": 5}},
+                  point_labels="rung")
 
 
 def _fig2b(df, stem):
@@ -306,13 +319,39 @@ def _fig2b(df, stem):
                          ylabel='precision of "no gold"', ylim=(0, 1))
 
 
+def _signed(v: float) -> str:
+    """A difference as the paper prints it: sign, no leading zero (+.10, −.08)."""
+    t = f"{abs(v):.2f}".lstrip("0") if abs(v) < 1 else f"{abs(v):.2f}"
+    return ("−" if round(v, 2) < 0 else "+") + t if round(v, 2) != 0 else t
+
+
 def _fig3(df, stem):
+    """AUROC bars per rung and label, and above each rung the paper's number: content minus
+    qrels with its paired interval, bold when the interval excludes zero."""
     from convrag.report import figures
 
-    df = df[(df["measure"] == "auroc") & ~df["restricted"].astype(bool)]
+    restricted = df["restricted"].astype(bool)
+    gaps = df[(df["measure"] == "gap") & ~restricted]
+    df = df[(df["measure"] == "auroc") & ~restricted]
     # one panel per slice and reader: the slices' ladders share rung names (dense), which must not pool
-    figures.grouped_bars(df.assign(panel=df["slice"] + " / " + df["reader"]), stem, x="rung", hue="label", y="value",
-                         panel="panel", ylabel="AUROC of p(answerable)", ylim=(0, 1))
+    panel = df["slice"] + " / " + df["reader"]
+    notes, judges = {}, list(dict.fromkeys(gaps["label"]))
+    for _, g in gaps.iterrows():
+        if pd.isna(g["value"]):
+            continue
+        text = "Δ " + _signed(g["value"])
+        has_ci = pd.notna(g["ci_low"]) and pd.notna(g["ci_high"])
+        if has_ci:
+            text += f"\n[{_signed(g['ci_low'])}, {_signed(g['ci_high'])}]"
+        notes[(f"{g['slice']} / {g['reader']}", g["rung"])] = (
+            text, bool(has_ci and (g["ci_low"] > 0 or g["ci_high"] < 0)))
+    label = (f"Δ above each rung: AUROC under the content label of {', '.join(map(str, judges))} minus under the "
+             f"qrels label, with its paired 95% bootstrap interval; bold where the interval excludes zero."
+             if notes else "")
+    figures.grouped_bars(df.assign(panel=panel), stem, x="rung", hue="label", y="value", panel="panel",
+                         ylabel="AUROC of p(answerable)", ylim=(0, 1.12), xlabel="rung (retriever)",
+                         legend_title="label", hue_labels={"qrels": "qrels (all vs none)"}, notes=notes,
+                         notes_label=label)
 
 
 def _judge_corrected(inputs, ctx):
