@@ -116,7 +116,13 @@ def test_judge_table_hand_computed():
     # small (win 1/3, lose 2/3): p_e = 1/9 + 0 + 2/9 = 1/3; kappa = (2/3 - 1/3) / (2/3) = 0.5
     assert t.loc["small", "both_decided"] == 3 and t.loc["small", "agreement"] == pytest.approx(2 / 3)
     assert t.loc["small", "kappa"] == pytest.approx(0.5)
-    assert t.loc["big", "agreement"] == 1.0 and t.loc["big", "kappa"] == pytest.approx(1.0)
+    # the compare model against itself: blank, with its reason (issue 45), not a measured 1.000
+    assert math.isnan(t.loc["big", "agreement"]) and math.isnan(t.loc["big", "kappa"])
+    assert (t.loc["big", "role"], t.loc["small", "role"]) == ("compare model", "other judge")
+    from convrag.report.blanks import blank_reasons
+
+    r = blank_reasons(judge_table(df))
+    assert any("itself" in k for k in r["agreement"]) and any("itself" in k for k in r["kappa"])
     assert judge_table(df.drop(columns=["comparison"])).empty
 
 

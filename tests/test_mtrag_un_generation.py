@@ -251,3 +251,24 @@ def test_mtrag_conversations_benchmark_reads_the_shared_sample(shared_data):
     assert len(passages) == 305
     ids = {p.doc_id for p in passages}
     assert all(d in ids for t in tasks if t.labels["domain"] == "fiqa" for d in t.gold_docs)
+
+
+def test_table4_flags_fallbacks_and_a_tiny_judge():
+    """Issue 45: a row whose RB_llm is mostly the parser's 0.5 fallback, and a judge under 1B
+    parameters, say so in Table 4's ``flags`` column."""
+    from convrag.studies.mtrag_un.targets import _table4
+    import convrag.studies.mtrag_un.targets as T
+
+    gen = _gen().assign(rb_llm_fallback=True)
+    gen.loc[gen.setting == "reference", "rb_llm_fallback"] = [True, True, False, False]
+    old = T._gen
+    T._gen = lambda inputs: gen
+    try:
+        t = _table4({}, {"bertscore": "offline", "judge_sizes": {"j": 0.135}}).set_index("setting")
+        big = _table4({}, {"bertscore": "offline", "judge_sizes": {"j": 70.0}}).set_index("setting")
+    finally:
+        T._gen = old
+    assert "RB_llm: 4 of 4 ratings unreadable" in t.loc["rag", "flags"] and "measures nothing" in t.loc["rag", "flags"]
+    assert "RB_llm: 2 of 4" in t.loc["reference", "flags"] and "measures nothing" not in t.loc["reference", "flags"]
+    assert "judge j (0.135B) is under 1B" in t.loc["reference", "flags"]
+    assert big.loc["rag", "flags"].startswith("RB_llm: 4 of 4") and "under 1B" not in big.loc["rag", "flags"]

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["save_figure", "grouped_bars", "stacked_bars", "lines", "scatter", "empty_figure", "placeholder",
-           "placeholder_of", "PLACEHOLDER_KEY"]
+           "placeholder_of", "PLACEHOLDER_KEY", "small_model_warning"]
 
 # PNG text key of a placeholder figure: its value is "<kind>: <reason>", so a reader (and
 # tests/test_figures.py) can tell a placeholder from a plot and check the reason against the data
@@ -187,8 +187,9 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
 
 
 def stacked_bars(df: pd.DataFrame, stem, *, x: str, parts: list[str], panel: str | None = None,
-                 ylabel: str = "share") -> tuple[Path, Path]:
-    """One stacked bar per ``x`` value (parts stacked bottom-up), one panel per ``panel``."""
+                 ylabel: str = "share", warn: tuple[str, dict[str, float]] | None = None) -> tuple[Path, Path]:
+    """One stacked bar per ``x`` value (parts stacked bottom-up), one panel per ``panel``;
+    ``warn``: (what, {model: params_b}) for ``small_model_warning``."""
     _need(df, [x, *parts] + ([panel] if panel else []), "stacked_bars")
     df = df.copy()
     panel = panel or "_panel"
@@ -211,6 +212,8 @@ def stacked_bars(df: pd.DataFrame, stem, *, x: str, parts: list[str], panel: str
     for ax in _first_column(axes):
         ax.set_ylabel(ylabel)
     fig.legend(*axes[0].get_legend_handles_labels(), fontsize="small", loc="outside right upper")
+    if warn and warn[1]:
+        small_model_warning(fig, *warn)
     return save_figure(fig, stem)
 
 
@@ -310,11 +313,31 @@ def _spread(values: pd.Series) -> bool:
     return len(v) == 1 or float(np.diff(v).min()) >= 0.15 * float(v[-1] - v[0])
 
 
+def small_model_warning(fig: Figure, what: str, models: dict[str, float]) -> None:
+    """An orange band above the figure: ``what`` comes from ``models`` (name -> billions of
+    parameters), stand-ins under ``runnote.TINY_B``, so the figure checks that the pipeline runs
+    and measures nothing (issue 45: a small model's numbers say so on the figure itself)."""
+    from convrag.report.runnote import TINY_B
+
+    import textwrap
+
+    names = ", ".join(f"{m} ({b:g}B parameters)" for m, b in models.items())
+    text = (f"Warning: {what} {names}, {'a tiny stand-in' if len(models) == 1 else 'tiny stand-ins'} "
+            f"(under {TINY_B:g}B): a check that the pipeline runs, not a measure of quality")
+    width = max(40, int(fig.get_figwidth() * 14))  # characters of 9-point text across the figure
+    # below the panels (a legend at the upper right cannot cover it), wrapped to the figure's width
+    fig.text(0.5, 0, "\n".join(textwrap.wrap(text, width)), ha="center", va="top", fontsize=9, color="black",
+             bbox={"boxstyle": "round", "facecolor": "#ffe0b3", "edgecolor": "darkorange"})
+
+
 def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None, panel: str | None = None,
-            xlabel: str = "", ylabel: str = "", diagonal: bool = False) -> tuple[Path, Path]:
+            xlabel: str = "", ylabel: str = "", diagonal: bool = False, titles: dict | None = None,
+            legend_title: str = "", warn: tuple[str, dict[str, float]] | None = None) -> tuple[Path, Path]:
     """Points (``x``, ``y``), coloured by ``label`` (the same colour in every panel), one panel
     per value of ``panel``; ``diagonal`` draws y = x. Labels drawn later get smaller points on
-    top, so points at the same place show as rings rather than hide each other."""
+    top, so points at the same place show as rings rather than hide each other. ``titles``:
+    panel value -> its title (a per-panel correlation, say); ``warn``: (what, {model: params_b})
+    for ``small_model_warning``."""
     _need(df, [x, y] + [c for c in (label, panel) if c], "scatter")
     panels = sorted(df[panel].unique(), key=str) if panel else [None]
     fig, axes = _canvas(len(panels), 4.5, 4.0)
@@ -325,7 +348,8 @@ def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None,
         d = df if p is None else df[df[panel] == p]
         order = {k: j for j, k in enumerate(colours)}
         for key, g in (d.groupby(label, sort=True) if label else [("all", d)]):
-            size = 16 + 26 * (len(colours) - 1 - order.get(key, 0)) if label else 18
+            # 16 to 90 points squared: rings stay visible, the largest does not cover its neighbours
+            size = 16 + 74 * (len(colours) - 1 - order.get(key, 0)) / max(1, len(colours) - 1) if label else 18
             handles[str(key)] = ax.scatter(g[x], g[y], s=size, color=colours.get(key, "C0"), label=str(key),
                                            edgecolors="white", linewidths=0.5, zorder=2 + order.get(key, 0))
         if diagonal and len(vals):
@@ -334,13 +358,19 @@ def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None,
         ax.axhline(0, color="black", lw=0.5)
         ax.axvline(0, color="black", lw=0.5)
         ax.set_xlabel(xlabel or x)
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6))  # no overlapping tick labels in a 4.5-inch panel
         ax.grid(alpha=0.3)
         if p is not None:
-            ax.set_title(f"{panel} = {p}", fontsize="small")
+            ax.set_title((titles or {}).get(p, f"{panel} = {p}"), fontsize="small")
     for ax in _first_column(axes):
         ax.set_ylabel(ylabel or y)
     if label:
-        fig.legend(list(handles.values()), list(handles), fontsize="x-small", loc="outside right upper")
+        fig.legend(list(handles.values()), list(handles), title=legend_title or None, fontsize="x-small",
+                   loc="outside right upper")
+    if warn and warn[1]:
+        small_model_warning(fig, *warn)
     return save_figure(fig, stem)
 
 

@@ -205,6 +205,7 @@ class Coral(Study):
 
         from convrag.studies.coral.conversational import session_policy
         from convrag.studies.coral.plan import generation_models, sft_generators, trained_on
+        from convrag.studies.coral.wiring import compare_model as compare_model_of
 
         registry = config_registry(config)
         c = config["coral"]
@@ -237,6 +238,8 @@ class Coral(Study):
         tuned = sft_generators(config)
         return {"sizes": {m: registry[tuned.get(m, m)].params_b for m in generation_models(config)},
                 "sft_bases": tuned, "queries": queries,
+                "judge_sizes": {j: registry[j].params_b if j in registry else None
+                                for j in [compare_model_of(config), *c["evaluation"]["judges"]] if j},
                 "reproduction": run}
 
     def outputs(self, config, layout):

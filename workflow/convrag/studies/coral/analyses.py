@@ -126,7 +126,8 @@ def judge_table(scores: pd.DataFrame) -> pd.DataFrame:
     NaN when fewer than two pairs or a single outcome class makes kappa undefined)."""
     from sklearn.metrics import cohen_kappa_score
 
-    cols = ["model", "strategy", "judge", "win", "draw", "lose", "compared", "agreement", "kappa", "both_decided"]
+    cols = ["model", "strategy", "judge", "role", "win", "draw", "lose", "compared", "agreement", "kappa",
+            "both_decided"]
     if scores.empty or "comparison" not in scores:
         return pd.DataFrame(columns=cols)
     others = [c for c in scores.columns if c.startswith(JUDGE_COLUMN)]
@@ -139,11 +140,13 @@ def judge_table(scores: pd.DataFrame) -> pd.DataFrame:
             n = len(o)
             both = primary.notna() & g[col].notna()
             a, b = primary[both].astype(str), g.loc[both, col].astype(str)
-            agree = float((a == b).mean()) if both.any() else float("nan")
+            own = col == "comparison"  # the compare model against itself: 1 by definition, not a measure
+            agree = float((a == b).mean()) if both.any() and not own else float("nan")
             kappa = float("nan")
-            if both.sum() >= 2 and len(set(a) | set(b)) > 1:
+            if both.sum() >= 2 and len(set(a) | set(b)) > 1 and not own:
                 kappa = float(cohen_kappa_score(a, b))
             rows.append({"model": model, "strategy": strategy, "judge": judge,
+                         "role": "compare model" if own else "other judge",
                          **{x: (100.0 * float((o == x).sum()) / n if n else float("nan")) for x in ("win", "draw", "lose")},
                          "compared": n, "agreement": agree, "kappa": kappa, "both_decided": int(both.sum())})
     out = pd.DataFrame(rows, columns=cols)
@@ -155,15 +158,23 @@ def judge_table(scores: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+SELF = "the compare model itself (its agreement with itself is 1 by definition, not a measure)"
+
+
 def _no_agreement(row) -> str | None:
     """Why Figure 5's agreement is blank (None: not for a reason the row shows)."""
+    if row.get("role") == "compare model":
+        return SELF
     return "no pair decided by both this judge and the compare model (both_decided = 0)" \
         if row["both_decided"] == 0 else None
 
 
 def _no_kappa(row) -> str | None:
-    """Why Figure 5's kappa is blank: fewer than two pairs, or (agreement 1 and one outcome at
-    100% of the judge's decided pairs) a single outcome class; None when the row shows neither."""
+    """Why Figure 5's kappa is blank: the compare model itself, fewer than two pairs, or
+    (agreement 1 and one outcome at 100% of the judge's decided pairs) a single outcome class;
+    None when the row shows neither."""
+    if row.get("role") == "compare model":
+        return SELF
     if row["both_decided"] < 2:
         return f"fewer than two pairs decided by both judges (both_decided = {int(row['both_decided'])})"
     single = [x for x in ("win", "draw", "lose") if row[x] == 100.0]

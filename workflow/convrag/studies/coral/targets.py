@@ -74,16 +74,27 @@ def _judge(inputs, ctx):
     import pandas as pd
 
     files = inputs["generation"]
-    return A.judge_table(pd.concat([pd.read_parquet(f) for f in files], ignore_index=True) if files
-                         else pd.DataFrame())
+    out = A.judge_table(pd.concat([pd.read_parquet(f) for f in files], ignore_index=True) if files
+                        else pd.DataFrame())
+    sizes = ctx.get("judge_sizes") or {}
+    # each judge's size: a model under 1B parameters is flagged on the figure (issue 45)
+    flagged = out.assign(judge_params_b=[sizes.get(j) for j in out["judge"]])
+    flagged.attrs = {**out.attrs, "blank_reasons": {**out.attrs.get("blank_reasons", {}),
+                                                    "judge_params_b": "the judge's size is not in the model registry"}}
+    return flagged
 
 
 def _fig_judge(df, stem):
     from convrag.report import figures
+    from convrag.report.runnote import TINY_B
 
     d = df.assign(bar=df.strategy + " | " + df.judge) if not df.empty else df.assign(bar=[])
+    tiny = {}
+    if "judge_params_b" in df:
+        j = df.dropna(subset=["judge_params_b"]).drop_duplicates("judge")
+        tiny = {str(r.judge): float(r.judge_params_b) for r in j.itertuples() if r.judge_params_b < TINY_B}
     figures.stacked_bars(d, stem, x="bar", parts=["win", "draw", "lose"], panel="model",
-                         ylabel="% of decided comparisons")
+                         ylabel="% of decided comparisons", warn=("the pairs are judged by", tiny))
 
 
 def _statistics(inputs, ctx):

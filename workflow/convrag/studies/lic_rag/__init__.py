@@ -105,6 +105,7 @@ class LicRag(Study):
         from convrag.report.reproduction import dataset_identity, retriever_identity
         from convrag.retrieval import capabilities
 
+        from convrag.report.runnote import model_sizes as runnote_sizes
         from convrag.studies.lic_rag.wiring import (largest_per_family, model_rows, model_sizes, pool, prompts_used,
                                                     retrieval_system_rows)
 
@@ -125,7 +126,8 @@ class LicRag(Study):
                 "pog": [r for r in rets if retriever_kind(config, r) == "pog"],
                 "retrieval_systems": retrieval_system_rows(config), "models": model_rows(config),
                 "largest_per_family": largest_per_family(config), "pool": pool(config),
-                "model_sizes": model_sizes(config), "reproduction": run}
+                "model_sizes": model_sizes(config), "reproduction": run,
+                "judge_sizes": {m: b for m, b in runnote_sizes(config, [run["judge_model"]]).items()}}
 
     def run_settings(self, config):
         lic = config["lic_rag"]

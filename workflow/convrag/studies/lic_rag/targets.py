@@ -160,11 +160,36 @@ def _coverage_cells(scores: pd.DataFrame, ctx: dict) -> pd.DataFrame:
     return scores if not keep else scores[scores.retriever.isin(keep)]
 
 
-def _fig_judge(df, stem):
-    from convrag.report import figures
+def _judge_pairs(scores, ctx):
+    """Figure 10's configurations, with the judge that gave the accuracy gap and its size (the
+    figure warns when it is a tiny stand-in)."""
+    pairs = A.judge_gap_correlation(scores, ctx["boot"])[1]
+    judge = (ctx.get("reproduction") or {}).get("judge_model")
+    out = pairs.assign(judge=judge, judge_params_b=(ctx.get("judge_sizes") or {}).get(judge))
+    out.attrs = {**pairs.attrs, "blank_reasons": {**pairs.attrs.get("blank_reasons", {}),
+                                                  "judge_params_b": "the judge's size is not in the model registry"}}
+    return out
 
-    figures.scatter(df, stem, x="f1_gap", y="judge_gap", label="retriever", panel="policy",
-                    xlabel="FULL - SHARDED gap in F1", ylabel="FULL - SHARDED gap in judge accuracy", diagonal=True)
+
+def _fig_judge(df, stem):
+    """Figure 10, one panel per policy with its Pearson r (§B.5 gives r per policy); an orange
+    warning band when the judge is a model under 1B parameters."""
+    from convrag.report import figures
+    from convrag.report.runnote import TINY_B
+
+    titles = {}
+    for p, g in df.groupby("policy"):
+        ok = g[["f1_gap", "judge_gap"]].dropna()
+        r = ok["f1_gap"].corr(ok["judge_gap"]) if len(ok) > 2 and ok.std().gt(0).all() else np.nan
+        titles[p] = f"policy {p}: r = {r:.2f} (n = {len(ok)})" if np.isfinite(r) else \
+            f"policy {p}: r undefined (n = {len(ok)}{', a gap is constant' if len(ok) > 2 else ''})"
+    tiny = {}
+    if {"judge", "judge_params_b"} <= set(df.columns):
+        j = df.dropna(subset=["judge_params_b"]).drop_duplicates("judge")
+        tiny = {str(r.judge): float(r.judge_params_b) for r in j.itertuples() if r.judge_params_b < TINY_B}
+    figures.scatter(df, stem, x="f1_gap", y="judge_gap", label="retriever", panel="policy", titles=titles,
+                    xlabel="FULL - SHARDED gap in F1", ylabel="FULL - SHARDED gap in judge accuracy", diagonal=True,
+                    legend_title="retriever", warn=("the judge accuracy is judged by", tiny))
 
 
 
@@ -292,7 +317,7 @@ TARGETS = {t.name: t for t in [
     Target("table11_retrieval_systems", "table", _retrieval_systems),
     Target("table12_models", "table", _models),
     _t("response_category_shares", "figure", lambda s, t, c: A.response_categories(t), _fig_categories),
-    _t("figure10_judge_vs_f1_gap", "figure", lambda s, t, c: A.judge_gap_correlation(s, c["boot"])[1], _fig_judge),
+    _t("figure10_judge_vs_f1_gap", "figure", lambda s, t, c: _judge_pairs(s, c), _fig_judge),
     reproduction_target("lic_rag"),
 ]}
 

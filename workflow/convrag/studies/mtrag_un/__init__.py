@@ -126,6 +126,7 @@ class MtragUn(Study):
         from convrag.report.reproduction import benchmark_identity, retriever_identity
         from convrag.studies.mtrag_un.plan import domains, statistics_domains
         from convrag.studies.mtrag_un.wiring import mtrag_retrieval_context, prompt_sources
+        from convrag.report.runnote import model_sizes as runnote_sizes
 
         m = config["mtrag_un"]
         # what the run used, against what each published number requires (resources/published/mtrag_un.yaml)
@@ -141,7 +142,8 @@ class MtragUn(Study):
                 "benchmark": m["benchmark"], "statistics_benchmarks": list(m["statistics_benchmarks"]),
                 "gain_base": m["gain_base"], "standalone_measure": m["standalone_measure"],
                 "bertscore": m["evaluation"]["bertscore"], "judge_model": m["evaluation"]["judge_model"],
-                "ppi": m["evaluation"]["ppi"], "reproduction": run}
+                "ppi": m["evaluation"]["ppi"], "reproduction": run,
+                "judge_sizes": runnote_sizes(config, [j for j in [m["evaluation"]["judge_model"]] if j])}
 
     def run_settings(self, config):
         g, e = config["mtrag_un"]["generation"], config["mtrag_un"]["evaluation"]

@@ -111,6 +111,33 @@ def _judge_corrected(inputs, ctx):
                                  alpha=p["alpha"], tuned=p["tuned"])
 
 
+def _table4(inputs, ctx):
+    """Table 4 with a ``flags`` column: the row's RB_llm when most of its ratings are the parser's
+    0.5 fallback, and a judge under 1B parameters (issue 45: a small model's or a fallback's
+    numbers say so in the table itself)."""
+    from convrag.report.runnote import TINY_B
+
+    df = A.generation_table(_gen(inputs), ctx["bertscore"])
+    if df.empty:
+        return df
+    sizes = ctx.get("judge_sizes") or {}
+    flags = []
+    for r in df.itertuples():
+        f = []
+        fb = getattr(r, "RB_llm_fallbacks", None)
+        asked = int(r.tasks) - int(getattr(r, "RB_llm_nan", 0) or 0)
+        if fb is not None and pd.notna(fb) and asked and fb / asked >= 0.5:
+            f.append(f"RB_llm: {int(fb)} of {asked} ratings unreadable, each scored the parser's fallback 0.5"
+                     + (" (RB_llm measures nothing here)" if fb == asked else ""))
+        judges = [j.strip() for j in str(getattr(r, "judge_model", "") or "").split(",") if j.strip()]
+        tiny = [f"{j} ({sizes[j]:g}B)" for j in judges if sizes.get(j) is not None and sizes[j] < TINY_B]
+        if tiny:
+            f.append(f"judge {', '.join(tiny)} is under {TINY_B:g}B parameters: RB_llm, RL_F and the IDK verdicts "
+                     f"check that the pipeline runs, not quality")
+        flags.append("; ".join(f))
+    return df.assign(flags=flags)
+
+
 TARGETS = {t.name: t for t in [
     Target("table1_corpus_statistics", "table",
            lambda i, c: A.corpus_statistics(_tasks(i), dict(zip(c["domains"], i["corpora"]))),
@@ -126,7 +153,7 @@ TARGETS = {t.name: t for t in [
     Target("rewrite_gain", "table", _rewrite_gain, inputs=("gold", "retrieval")),
     Target("mtrag_retrieval", "table", lambda i, c: _mtrag_retrieval(i),
            inputs=("mtrag_retrieval_gold", "mtrag_retrieval", "mtrag_retrieval_runs")),
-    Target("table4_generation", "table", lambda i, c: A.generation_table(_gen(i), c["bertscore"]), inputs=("generation",)),
+    Target("table4_generation", "table", lambda i, c: _table4(i, c), inputs=("generation",)),
     Target("table4_setting_gain", "table", lambda i, c: A.setting_gain(_gen(i), c["boot"]), inputs=("generation",)),
     Target("figure3a_by_answerability", "figure", lambda i, c: A.by_label(_gen(i), "answerability"),
            _fig_label("answerability"), inputs=("generation",)),
