@@ -86,8 +86,15 @@ class Study:
         """What a reader needs to read this run's numbers (top-k, passages shown, models, data
         source), label -> value; every caption of the study ends with them
         (``convrag.report.runnote``). Default: the run identity of ``context``'s
-        ``reproduction``; a study adds its top-k and the like."""
-        return dict(self.context(config).get("reproduction") or {})
+        ``reproduction``, and the bootstrap of its intervals (``context``'s ``boot``: resamples,
+        seed, resampling unit) so that no caption states fixed settings; a study adds its top-k
+        and the like."""
+        ctx = self.context(config)
+        out = dict(ctx.get("reproduction") or {})
+        boot = ctx.get("boot")
+        if isinstance(boot, dict) and "n_resamples" in boot:
+            out["bootstrap (95% percentile intervals)"] = bootstrap_words(boot)
+        return out
 
     def run_note(self, name: str, config: dict) -> str:
         """The sentence on this run's settings that target ``name``'s caption ends with; the
@@ -174,3 +181,11 @@ class Study:
         files = [f for name in self.built_targets(config, layout)
                  for f in layout.target_files(self.key, name, targets[name].kind)]
         return files + self.outputs(config, layout)
+
+
+def bootstrap_words(boot: dict) -> str:
+    """``1,000 resamples, seed 0`` (and ``, resampling dialogues`` where a unit is set): the
+    bootstrap settings a caption states, from the config the run used."""
+    text = f"{int(boot['n_resamples']):,} resamples, seed {boot.get('seed', 0)}"
+    unit = boot.get("unit")
+    return text + (f", resampling {unit}s" if unit else "")

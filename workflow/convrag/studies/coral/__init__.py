@@ -242,6 +242,11 @@ class Coral(Study):
                                 for j in [compare_model_of(config), *c["evaluation"]["judges"]] if j},
                 "reproduction": run}
 
+    def run_settings(self, config):
+        c = config["coral"]
+        return {"retrieval measures (Table 2's columns)": list(c["measures"]),
+                "retrieval depth (passages ranked)": c["retrieval_k"], **super().run_settings(config)}
+
     def outputs(self, config, layout):
         """The conversations, the retrieval runs, the answers and their scores are final outputs:
         deleting one makes Snakemake redo its job (from the LLM cache); so are the fine-tuned

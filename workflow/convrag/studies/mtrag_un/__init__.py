@@ -146,12 +146,22 @@ class MtragUn(Study):
                 "judge_sizes": runnote_sizes(config, [j for j in [m["evaluation"]["judge_model"]] if j])}
 
     def run_settings(self, config):
+        """The run's settings; a retrieval-only run (no generation job) lists no generation
+        settings, BERTScore model or judge, since none of them ran (issue 45)."""
+        from convrag.studies.mtrag_un.plan import generation_jobs
+
         g, e = config["mtrag_un"]["generation"], config["mtrag_un"]["evaluation"]
+        base = super().run_settings(config)
+        if not generation_jobs(config):
+            drop = {"generation_models", "judge_model", "prompts_used"}
+            rewrite = (base.get("prompts") or {}).get("rewrite")
+            return {"generation": "not run (retrieval only)", **{k: v for k, v in base.items() if k not in drop},
+                    **({"prompts used": f"rewrite: {rewrite}"} if rewrite else {})}
         rag = g.get("rag") or {}
         return {"RAG passages shown (top k)": g["top_k"], "reference passages shown (first k)": g["reference_k"],
                 "RAG run": "/".join(str(rag[k]) for k in ("retriever", "policy") if rag.get(k)) or None,
                 "generation settings": g["settings"], "bertscore": _bertscore(e["bertscore"]),
-                **super().run_settings(config)}
+                **base}
 
     def outputs(self, config, layout):
         """The answers and their scores are final outputs (as lic_rag's conversations): deleting
