@@ -79,3 +79,18 @@ def test_save_figure_deterministic_pdf(tmp_path):
     save_figure(fig, tmp_path / "line")
     assert pdf.read_bytes() == first  # no creation date -> reproducible
     _check_image_files(png, pdf)
+
+
+def test_markdown_number_formats_follow_their_kind(tmp_path):
+    """Issue 45, item 5: counts print as integers though a NaN made them float, no -0.000, and
+    a blank is blank, never the word nan."""
+    import numpy as np
+
+    df = pd.DataFrame({"n": [750.0, np.nan], "prompt_tokens": [1500000.0, 2.0], "share": [-0.0001, 0.5],
+                       "gap": [1.0, 2.0], "note": ["nan", "x"], "label": [None, "y"]})
+    _, md = write_table(df, tmp_path / "t")
+    text = md.read_text()
+    assert "| 750 " in text and "1500000 " in text and "750.000" not in text and "1500000.000" not in text
+    assert "-0.000" not in text and "| 0.000 " in text and "| 0.500 " in text
+    assert "nan" not in text and "None" not in text
+    assert "| 1.000 " in text  # a whole-number score that is not a count keeps its decimals

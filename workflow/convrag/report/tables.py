@@ -10,6 +10,7 @@ CSV stays the same full table.  Both files are written atomically (convrag.io.at
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -30,8 +31,26 @@ def _flat(df: pd.DataFrame) -> pd.DataFrame:
 
 def _fmt(v, float_fmt: str):
     if isinstance(v, (float, np.floating)) and not isinstance(v, bool):
-        return "" if np.isnan(v) else float_fmt.format(v)
+        if np.isnan(v):
+            return ""
+        text = float_fmt.format(v)
+        return text[1:] if text.startswith("-") and not text.strip("-0.") else text  # no -0.000
+    if v is None or v is pd.NA or (isinstance(v, str) and v in ("nan", "NaN", "None", "<NA>")):
+        return ""  # a blank is blank, not the word nan (the caption says why)
     return v
+
+
+_COUNT = re.compile(r"^(n|tasks|turns|questions|conversations|dialogues|pairs|contexts|runs|compared|both_decided"
+                    r"|judged|invalid|calls|batches|cache_hits)$|^n_|_n$|count|tokens|_nan$|fallbacks|unparsed"
+                    r"|^num_|_calls$")
+
+
+def _is_count(col, values: pd.Series) -> bool:
+    """A count column (by its name: n, n_*, tasks, *tokens*, *_nan, ...) whose values are all
+    whole numbers: printed as integers (750, not 750.000) though NaN made its dtype float."""
+    v = values.dropna()
+    return bool(_COUNT.search(str(col))) and len(v) > 0 and bool(np.all(np.mod(v.to_numpy(float), 1) == 0)) \
+        and bool(np.all(np.abs(v.to_numpy(float)) < 1e15))
 
 
 def wrap(text: str, width: int = 100, indent: str = "", keep: tuple[str, ...] = ()) -> list[str]:
@@ -72,7 +91,9 @@ def write_table(
         return csv_path, md_path
     shown = flat.copy()
     for col in shown.columns:
-        if pd.api.types.is_float_dtype(shown[col]) or shown[col].dtype == object:
+        if pd.api.types.is_float_dtype(shown[col]) and _is_count(col, shown[col]):
+            shown[col] = shown[col].map(lambda v: "" if np.isnan(v) else f"{int(v)}").astype(object)
+        elif pd.api.types.is_float_dtype(shown[col]) or not pd.api.types.is_numeric_dtype(shown[col]):
             shown[col] = shown[col].map(lambda v: _fmt(v, float_fmt)).astype(object)
     md = shown.to_markdown(index=False, disable_numparse=True)
     with atomic_open(md_path) as fh:
