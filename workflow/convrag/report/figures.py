@@ -111,7 +111,7 @@ def _need(df: pd.DataFrame, cols, name: str) -> None:
 def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | None = None, hi: str | None = None,
                  panel: str | None = None, ylabel: str = "", ylim=None, hue_order=(), xlabel: str = "",
                  legend_title: str = "", notes: dict | None = None, notes_label: str = "",
-                 hue_labels: dict | None = None, title: str = "") -> tuple[Path, Path]:
+                 hue_labels: dict | None = None, title: str = "", max_cols: int = 3) -> tuple[Path, Path]:
     """Bars of ``y`` per ``x`` and ``hue`` (optional CI whiskers ``lo``/``hi``), one panel per
     value of ``panel``; missing cells stay empty, a cell whose value is NaN (undefined, e.g. a
     ratio without a denominator) is marked "n/a" and a value of exactly 0 is marked "0", so
@@ -130,7 +130,8 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
     xs_of = {pv: _ordered(df.loc[df[panel] == pv, x]) for pv in panels}
     most = max(map(len, xs_of.values()))
     crowded = most > 12  # a paper grid's many cells: two wider panels a row, labels upright
-    fig, axes = _canvas(len(panels), 1.0 + (0.5 + 0.35 * len(hues)) * most, max_cols=2 if crowded else 3,
+    ncols = 2 if crowded else max_cols
+    fig, axes = _canvas(len(panels), 1.0 + (0.5 + 0.35 * len(hues)) * most, max_cols=ncols,
                         max_width=12.0 if crowded else 6.5)
     width = 0.8 / len(hues)
     for ax, pv in zip(axes, panels):
@@ -175,7 +176,7 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
             from matplotlib.ticker import MaxNLocator
 
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    for ax in _first_column(axes, 2 if crowded else 3):
+    for ax in _first_column(axes, ncols):
         ax.set_ylabel(ylabel or y)
     fig.legend(*axes[0].get_legend_handles_labels(), title=legend_title or hue, fontsize="small",
                loc="outside right upper")

@@ -89,13 +89,32 @@ def _fig_recall(df, stem):
                   xlabel="turn", legend_title="condition / query policy")
 
 
+DECOMPOSITION_PARTS = {"formulation": "formulation loss (FULL - CONCAT)", "delivery": "delivery loss (CONCAT - SHARDED)"}
+
+
 def _fig_decomposition(df, stem):
+    """The pooled rows (dataset and model "all": on a single dataset the same numbers as its
+    own), one panel per query policy, retrievers along x with the closed book (no query
+    policy) first in each; both losses with their 95% intervals. The data file keeps every
+    dataset and model."""
     from convrag.report import figures
 
-    d = df.assign(label=df.retriever + "/" + df.policy)
-    figures.grouped_bars(d.melt(id_vars=["dataset", "label"], value_vars=["formulation_loss", "delivery_loss"],
-                                var_name="part", value_name="f1_loss"),
-                         stem, x="label", hue="part", y="f1_loss", panel="dataset", ylabel="F1 lost")
+    pooled = df[(df.dataset == "all") & (df.model == "all")] if (df.dataset == "all").any() else df
+    closed = pooled[pooled.policy == "none"]
+    policies = [p for p in dict.fromkeys(pooled.policy) if p not in ("none", "all")] or ["none"]
+    parts = []
+    for p in policies:
+        rows = pd.concat([closed, pooled[pooled.policy == p]]) if p != "none" else closed
+        for key, label in DECOMPOSITION_PARTS.items():
+            parts.append(pd.DataFrame({"panel": f"SHARDED under query policy {p}" if p != "none" else "closed book",
+                                       "retriever": rows.retriever.to_numpy(), "part": label,
+                                       "loss": rows[f"{key}_loss"].to_numpy(float),
+                                       "lo": rows[f"{key}_ci_low"].to_numpy(float),
+                                       "hi": rows[f"{key}_ci_high"].to_numpy(float)}))
+    d = pd.concat(parts, ignore_index=True)
+    figures.grouped_bars(d, stem, x="retriever", hue="part", y="loss", lo="lo", hi="hi", panel="panel",
+                         ylabel="F1 lost (95% CI)", xlabel="retriever", legend_title="loss", max_cols=2,
+                         hue_order=list(DECOMPOSITION_PARTS.values()))
 
 
 def _fig_recovery(df, stem):
