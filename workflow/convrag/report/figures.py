@@ -164,7 +164,7 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
                             fontweight="bold" if bold else "normal")
         ax.set_title(str(pv))
         longest = max(len(str(v)) for v in xs)
-        tilt = len(xs) * longest > 40 or (len(xs) > 4 and longest > 6)  # labels that would overlap
+        tilt = len(xs) * longest > 30 or (len(xs) > 4 and longest > 6)  # labels that would overlap
         ax.set_xticks(pos, [str(v) for v in xs], rotation=(90 if crowded else 30) if tilt else 0,
                       ha=("center" if crowded else "right") if tilt else "center")
         ax.set_xlabel(xlabel or x)
@@ -351,7 +351,9 @@ def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None,
         for key, g in (d.groupby(label, sort=True) if label else [("all", d)]):
             # 16 to 90 points squared: rings stay visible, the largest does not cover its neighbours
             size = 16 + 74 * (len(colours) - 1 - order.get(key, 0)) / max(1, len(colours) - 1) if label else 18
+            j = order.get(key, 0)  # past ten labels the colours repeat: the marker tells them apart
             handles[str(key)] = ax.scatter(g[x], g[y], s=size, color=colours.get(key, "C0"), label=str(key),
+                                           marker=MARKERS[(j // 10) % len(MARKERS)],
                                            edgecolors="white", linewidths=0.5, zorder=2 + order.get(key, 0))
         if diagonal and len(vals):
             lo, hi = float(vals.min()), float(vals.max())
