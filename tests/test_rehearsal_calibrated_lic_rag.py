@@ -28,7 +28,6 @@ MODELS = ["llama-3.1-8b-instruct", "llama-3.3-70b-instruct", "qwen3-8b", "qwen3.
 
 SHAPE = {"grid.questions", "grid.conversations", "complete_coverage_share.eligible_pairs"}
 OTHER = {  # entry -> a word its reason has
-    "judge_gap.r_history": "correlation", "judge_gap.r_current": "correlation",
     "judge_gap.f1": "PoG's gap fix it", "complete_coverage_gap.gap": "selection by per-unit recall",
     # the closed book's ceiling and floor falls add up to twice its F1 gap, 0.23 - 0.19 (two digits): 8.0
     # points, not 4.0 + 3.8; the floor yields (rehearsal._derived) and comes out at 4.0
@@ -38,6 +37,9 @@ OTHER = {  # entry -> a word its reason has
 MOVED_DERIVED = {"aptitude_history.ceiling", "aptitude_history.floor", "unreliability_history.FULL",
                  "unreliability_per_llm.gemma-4-31b-it_unreliability.FULL",
                  "unreliability_per_llm.gemma-4-31b-it_aptitude_change"}
+# Three widths above 0.94 and 0.96 is a correlation above 1: the judge's gaps are drawn at the slope whose
+# correlation is nearest (the rounding of 8 verdicts per cell caps it at about 0.98-0.99)
+MOVED_JUDGE = {"judge_gap.r_history": "at best", "judge_gap.r_current": "at best"}
 
 
 def _cut(cfg: dict) -> dict:
@@ -80,18 +82,18 @@ def test_the_undriven_entries_are_pinned_with_their_reasons(calibrated):
     assert all(word in undriven[i] for i, word in OTHER.items())
     driven = given - set(undriven)
     judged = set(df.index[df.judged])
-    assert len(driven) == 46 and driven <= judged
-    # 46 of the 83 judged entries of the cut grid are driven (55%; 46 of the paper grid's 109, 42%: every
-    # estimate with an interval but judge_gap.f1, the two correlations, Table 9's gap and the closed
-    # book's floor fall); the 37 others are 16 statements and 21 of the undriven above
-    assert len(judged) == 83 and len(driven) >= 0.55 * len(judged)
-    assert len(judged - driven - set(undriven)) == 16 and len(judged & set(undriven)) == 21
+    assert len(driven) == 48 and driven <= judged
+    # 48 of the 83 judged entries of the cut grid are driven (58%; 48 of the paper grid's 109, 44%: every
+    # estimate with an interval but judge_gap.f1, Table 9's gap and the closed book's floor fall); the
+    # 35 others are 16 statements and 19 of the undriven above
+    assert len(judged) == 83 and len(driven) >= 0.57 * len(judged)
+    assert len(judged - driven - set(undriven)) == 16 and len(judged & set(undriven)) == 19
 
 
 def test_every_driven_judged_number_is_reproduced_at_its_published_value(calibrated):
     _, _, df, repro, undriven = calibrated
     judged = [i for i in df.index[df.judged] if i not in undriven and df.loc[i, "kind"] != "statement"]
-    assert len(judged) == 46 and (df.loc[judged, "status"] == RESOLVED).all()
+    assert len(judged) == 48 and (df.loc[judged, "status"] == RESOLVED).all()
     for eid in judged:
         r = repro.loc[eid]
         assert r.verdict == "reproduced", (eid, r.ours, r.ours_ci_low, r.ours_ci_high, r.reason)
@@ -113,8 +115,9 @@ def test_three_widths_away_every_driven_judged_number_is_not_reproduced(calibrat
     moved = pd.read_csv(tables["reproduction"]).set_index("id")
     for eid in sorted(set(moved_undriven) - set(undriven)):
         print(f"moved undriven {eid}: {moved_undriven[eid]}")
-    assert set(moved_undriven) - set(undriven) == MOVED_DERIVED
+    assert set(moved_undriven) - set(undriven) == MOVED_DERIVED | set(MOVED_JUDGE)
     assert all("other entries fix the same cells" in moved_undriven[i] for i in MOVED_DERIVED)
+    assert all(word in moved_undriven[i] for i, word in MOVED_JUDGE.items())
     bad = [(eid, moved.loc[eid].published, moved.loc[eid].ours, moved.loc[eid].ours_ci_low, moved.loc[eid].ours_ci_high)
            for eid in judged if moved.loc[eid].verdict != "not reproduced"]
     # every number driven at both shifts is "not reproduced"; of the derived ones, only gemma's aptitude

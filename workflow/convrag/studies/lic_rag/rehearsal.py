@@ -98,7 +98,8 @@ def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int =
 #   so Table 8's and Figure 8's numbers are linear in the cell means of unreliability given the F1
 #   cell means; solved the same way, second.
 # - Recall@5 by the last turn: cell means of each conversation's cumulative recall, solved likewise.
-# - 0/1 and categorical units: the judge's FULL - SHARDED gap from exact counts of correct verdicts;
+# - 0/1 and categorical units: the judge's FULL - SHARDED gap per configuration from exact counts of
+#   correct verdicts, a linear function of its F1 gap rounded (its slope sets their correlation);
 #   §A.2's response categories from exact counts per question (a few turns either way per question,
 #   so the interval has a width); §A.2's distinct shard wordings per question, as integers.
 #
@@ -114,8 +115,6 @@ HARD, SOFT = 1e10, 1e6  # weights of a target's equation (a derived one's: SOFT)
 NO_INTERVAL = ("our table gives this estimate no 95% interval, so its verdict is 'inconclusive' whatever its value "
                "(the rule for an estimate without one)")
 SHAPE = "a count the grid's shape fixes (questions, LLMs, retrievers, conditions and runs), not a score"
-CORRELATION = ("a correlation across configurations of two gaps, not a mean of per-unit scores; its interval "
-               "resamples configurations")
 COVERED = ("the F1 gap on the (question, run) pairs whose retrieval found every supporting passage: a selection "
            "by per-unit recall, not a mean over whole cells")
 JUDGE_F1 = ("§B.5's mean F1 gap averages every configuration with the policy (PoG included), so Table 2's pooled "
@@ -156,6 +155,10 @@ def _exact_counts(n: int, share: float, rng, spread: int = 0, size: int = 1) -> 
         out[i] += d
         out[j] -= d
     return out
+
+
+def _corr(a, b) -> float:
+    return float(np.corrcoef(a, b)[0, 1]) if np.std(a) > 0 and np.std(b) > 0 else float("nan")
 
 
 def _last_digit(value: float) -> float:
@@ -265,7 +268,7 @@ class _Calibration:
         self.g = _Grid(config, questions, runs)
         self.rng = np.random.default_rng(seed)
         self.f1, self.unrel, self.recall = [], [], []  # (entry, target)
-        self.judge_gap, self.categories, self.wording = None, {}, None
+        self.judge_gap, self.judge_r, self.categories, self.wording = None, {}, {}, None
         self.undriven: dict[str, str] = {}
 
     # ---- priors: plausible cell values the equations move as little as they can ----------------
@@ -357,8 +360,6 @@ class _Calibration:
             return SHAPE if o.target in ("grid_size", "table9_complete_coverage") else "no calibration for it"
         if o.low is None:
             return NO_INTERVAL
-        if o.value == "pearson_r":
-            return CORRELATION
         if o.target == "judge_gap_correlation" and o.value == "f1_gap":
             return JUDGE_F1
         if o.target == "table9_complete_coverage":
@@ -372,6 +373,10 @@ class _Calibration:
                 self.unrel.append((e, t))
             elif self._recall_row(e) is not None:
                 self.recall.append((e, t))
+            elif o.target == "judge_gap_correlation" and o.value == "pearson_r":
+                if o.where.get("policy") not in self.g.policies([r for r in set(self.g.r) if r not in self.g.closed]):
+                    raise _NoRow(f"no SHARDED cells under policy {o.where.get('policy')}")
+                self.judge_r[o.where["policy"]] = (e.id, t / o.scale, e.value / o.scale)
             elif o.target == "judge_gap_correlation" and o.value == "judge_gap" and o.where.get("policy") == "history":
                 self.judge_gap, self.judge_gap_id = t / o.scale, e.id
             elif o.target == "response_categories" and o.where.get("retriever") == "all":
@@ -433,7 +438,7 @@ class _Calibration:
         amp_r = np.minimum(RECALL_SPREAD, np.minimum(R, 1 - R))
         rec = R[ci] + amp_r[ci] * _paired(rng, (g.n, g.Q * g.K)).reshape(g.n, g.Q, g.K)[ci, qi, ki]
         convs.loc[has, "final_cum_recall"] = rec[has]
-        if self.judge_gap is not None:
+        if self.judge_gap is not None or self.judge_r:
             convs = self._judge(convs)
         if self.wording is not None:
             convs = self._wording(convs)
@@ -442,23 +447,55 @@ class _Calibration:
         return convs, turns
 
     def _judge(self, convs: pd.DataFrame) -> pd.DataFrame:
-        """FULL and SHARDED HISTORY conversations of every configuration with both: exact counts of
-        correct verdicts whose shares differ by the target gap."""
-        key = ["dataset", "model", "retriever"]
-        both = convs[(convs.condition == "SHARDED") & (convs.policy == "history")][key].drop_duplicates()
-        sel = convs.merge(both, on=key, how="left", indicator=True)["_merge"].eq("both").to_numpy()
-        full = np.flatnonzero(sel & (convs.condition == "FULL").to_numpy())
-        sh = np.flatnonzero(sel & ((convs.condition == "SHARDED") & (convs.policy == "history")).to_numpy())
-        n = len(full)
-        k_full = int(round(0.6 * n))
-        k_sh = k_full - int(round(self.judge_gap * n))
-        if not (n and 0 <= k_sh <= n):
-            self.undriven[self.judge_gap_id] = f"a judge gap of {self.judge_gap:.3f} does not fit {n} conversations"
+        """Per configuration (dataset, LLM, retriever) and SHARDED policy, the judge's FULL - SHARDED
+        gap as counts of correct verdicts among a cell's N conversations: D = round(N (m + k (g -
+        mean g))), g the configuration's F1 gap, m the targeted mean gap (HISTORY's; elsewhere the
+        F1 gaps' mean), k the slope whose correlation of D with g is nearest the targeted Pearson r
+        (searched: D's rounding and its bounds cap it); then a few D's move by one for the exact sum.
+        FULL's count is the same in every configuration, so SHARDED's is it minus D."""
+        g, key = self.g, ["dataset", "model", "retriever"]
+        n_cell = g.Q * g.K
+        base = int(round(0.6 * n_cell))  # correct verdicts of a FULL cell; D is in [base - N, base]
+        f1 = convs.groupby([*key, "condition", "policy"]).final_f1.mean()
+        full = f1.xs("FULL", level="condition").droplevel("policy")
+        correct = {}  # cell -> its correct verdicts
+        for pol in sorted(set(convs.policy[convs.condition == "SHARDED"])):
+            sh = f1.xs(("SHARDED", pol), level=("condition", "policy"))
+            gap = (full.reindex(sh.index) - sh).dropna()
+            x = gap.to_numpy()
+            mean = self.judge_gap if pol == "history" and self.judge_gap is not None else float(x.mean())
+
+            def d_of(k):
+                return np.clip(np.round(n_cell * (mean + k * (x - x.mean()))), base - n_cell, base)
+
+            target = self.judge_r.get(pol)
+            k = 0.0
+            if target is not None and len(x) > 2 and x.std() > 0:
+                ks = np.geomspace(0.05, 1e3, 600)
+                rs = np.array([_corr(x, d_of(k)) for k in ks])
+                k = float(ks[np.nanargmin(np.abs(rs - target[1]))])
+            d = d_of(k)
+            want = int(np.floor(n_cell * mean * len(x) + 0.5))
+            resid = n_cell * (mean + k * (x - x.mean())) - d
+            step = int(np.sign(want - d.sum()))
+            room = np.flatnonzero((d < base) if step > 0 else (d > base - n_cell))
+            d[room[np.argsort(-step * resid[room])][: abs(want - int(d.sum()))]] += step
+            if pol == "history" and self.judge_gap is not None and int(d.sum()) != want:
+                self.undriven[self.judge_gap_id] = f"a judge gap of {mean:.3f} does not fit {n_cell} verdicts per cell"
+            if target is not None:
+                got = _corr(x, d)
+                if not abs(got - target[1]) <= 1.01 * _last_digit(target[2]):
+                    self.undriven[target[0]] = (f"{len(x)} configurations' rounded judge gaps correlate with their F1 "
+                                                f"gaps at {got:.3f} at best, not {target[1]:.3f}")
+            for cfg, di in zip(gap.index, d):
+                correct[(*cfg, "FULL", "none")] = base
+                correct[(*cfg, "SHARDED", pol)] = base - int(di)
         out = convs.copy()
-        for idx, k in ((full, k_full), (sh, k_sh)):
-            vals = np.zeros(len(idx))
-            vals[: max(0, min(k, len(idx)))] = 1.0
-            out.loc[out.index[idx], "judge_correct"] = self.rng.permutation(vals)
+        for cell, idx in out.groupby([*key, "condition", "policy"]).groups.items():
+            if cell in correct:
+                vals = np.zeros(len(idx))
+                vals[: correct[cell]] = 1.0
+                out.loc[idx, "judge_correct"] = self.rng.permutation(vals)
         return out
 
     def _wording(self, convs: pd.DataFrame) -> pd.DataFrame:
