@@ -281,7 +281,8 @@ class _Calibration:
             level = {"FULL": 0.44, "CONCAT": 0.40, "SHARDED": 0.39, "RECAP": 0.42, "SNOWBALL": 0.41}
             x = np.array([level[c] for c in g.c]) - 0.02 * cur
             x = np.where(closed, 0.55 * x, x) + eff(g.datasets, g.ds) * 0.05 + eff(g.models, g.m) * 0.03
-            return x - ((g.c == "SHARDED") & ~closed) * self.rng.normal(0, 0.03, g.n)
+            # configurations differ in their FULL - SHARDED gap (§B.5 correlates the judge's gaps with them)
+            return x - ((g.c == "SHARDED") & ~closed) * self.rng.normal(0, 0.05, g.n)
         if kind == "unrel":
             level = {"FULL": 0.13, "CONCAT": 0.13, "SHARDED": 0.19, "RECAP": 0.17, "SNOWBALL": 0.17}
             return np.where(closed, 0.07, np.array([level[c] for c in g.c])) + eff(g.models, g.m) * 0.01
@@ -390,15 +391,16 @@ class _Calibration:
         return None
 
     def _solve_kind(self, specs, row_of, prior, lo, hi, what) -> np.ndarray:
-        """The cell values of one kind; ``hi``: a bound, or one per cell. A cell the solution puts
-        above its bound has its prior lowered by twice the excess, and the equations are solved again."""
+        """The cell values of one kind; ``lo``, ``hi``: bounds, or one per cell. A cell the solution
+        puts outside its bounds has its prior moved inwards by twice the excess, and the equations are
+        solved again."""
         rows = [(row_of(e), t, SOFT if _derived(e, specs) else HARD) for e, t in specs]
         x = _solve(prior, rows)
-        for _ in range(10):
-            over = np.maximum(x - hi, 0.0)
-            if not over.any():
+        for _ in range(20):
+            over, under = np.maximum(x - hi, 0.0), np.maximum(lo - x, 0.0)
+            if not (over.any() or under.any()):
                 break
-            prior = prior - 2 * over
+            prior = prior - 2 * over + 2 * under
             x = _solve(prior, rows)
         for e, t in specs:
             got = row_of(e).value(x)
