@@ -65,17 +65,20 @@ def test_coral_judge_kappa_reasons():
 
     draws = pd.DataFrame([{"task_id": f"t{i}", "model": "m", "strategy": "rewrite", "compare_model": "big",
                            "comparison": "draw", f"{JUDGE_COLUMN}small": "draw"} for i in range(3)])
-    assert _reasons(judge_table(draws), "kappa") == {
-        "a single outcome class (every pair a draw for both judges) leaves kappa undefined": 2}
+    # the compare model's own row (Figure 5 lists it first) has no agreement with itself to show
+    self_row = "the compare model itself (its agreement with itself is 1 by definition, not a measure)"
+    t = judge_table(draws)
+    assert list(t.role) == ["compare model", "other judge"]
+    assert _reasons(t, "kappa") == {
+        self_row: 1, "a single outcome class (every pair a draw for both judges) leaves kappa undefined": 1}
+    assert _reasons(t, "agreement") == {self_row: 1} and t.agreement.iloc[1] == 1.0
     one = draws.assign(**{f"{JUDGE_COLUMN}small": ["win", None, None]})
     t = judge_table(one)
     assert t.kappa.isna().all()
-    assert _reasons(t, "kappa") == {
-        "a single outcome class (every pair a draw for both judges) leaves kappa undefined": 1,
-        "fewer than two pairs decided by both judges (both_decided = 1)": 1}
-    # kappa defined where the outcomes differ: no blank, no reason
-    mixed = draws.assign(comparison=["win", "draw", "lose"])
-    assert "kappa" not in blank_reasons(judge_table(mixed))
+    assert _reasons(t, "kappa") == {self_row: 1, "fewer than two pairs decided by both judges (both_decided = 1)": 1}
+    # kappa defined where the outcomes differ: only the compare model's own row is blank
+    mixed = judge_table(draws.assign(comparison=["win", "draw", "lose"]))
+    assert mixed.kappa.iloc[1] == 0.0 and blank_reasons(mixed)["kappa"] == {self_row: 1}
 
 
 # ---- lic_rag ----------------------------------------------------------------------------------
@@ -193,3 +196,58 @@ def test_a_blank_outside_the_rules_stays_unrecorded():
                        for i, (c, o) in enumerate([("draw", "draw"), ("draw", "draw"), (None, "win")])])
     t = judge_table(df)
     assert _reasons(t, "kappa")[UNRECORDED] == 1
+
+
+def test_lic_rag_figure7_per_dataset_rows_name_why_they_have_no_interval():
+    from convrag.studies.lic_rag.analyses import full_vs_sharded_of
+
+    s = _lic_scores({("q1", "FULL", "none"): [0.5, 1.0], ("q1", "SHARDED", "history"): [0.0, 0.5],
+                     ("q2", "FULL", "none"): [1.0, 1.0], ("q2", "SHARDED", "history"): [1.0, 0.0]}, retriever="pog")
+    t = full_vs_sharded_of(s, ["pog"], {"n_resamples": 200, "seed": 0})
+    assert list(t.dataset) == ["d", "all"]
+    # FULL 0.875, SHARDED 0.375 over both rows: gap 0.5, bootstrapped only on the pooled row
+    assert t.gap.tolist() == [0.5, 0.5] and t.gap_ci_low.isna().tolist() == [True, False]
+    (why, k), = _reasons(t, "gap_ci_low").items()
+    assert k == 1 and why.startswith("a per-dataset row is the mean of Table 2's per-LLM gaps")
+
+
+def test_worse_labels_contrast_and_kitagawa_reasons():
+    from convrag.studies.worse_labels.abstention import CONTRAST_COLUMNS, KITAGAWA_COLUMNS
+    from convrag.studies.worse_labels.blank_reasons import attach
+
+    nan = float("nan")
+    base = dict.fromkeys(CONTRAST_COLUMNS, nan) | {"slice": "s", "reader": "r", "rung": "bm25", "n_gold": 4,
+                                                   "n_unlabelled": 0, "n_no_status_rung": 0, "n_no_status_gold": 0}
+    c = pd.DataFrame([base | {"label": "qrels", "n_turns": 0, "n_rung": 0, "n_paired": 0},
+                      base | {"label": "judge", "n_turns": 2, "n_rung": 0, "n_paired": 0},
+                      base | {"label": "judge", "n_turns": 3, "n_rung": 3, "n_paired": 3, "pooled_diff": 0.25,
+                              "pooled_ci_low": -0.1, "pooled_ci_high": 0.5, "within_diff": 0.0,
+                              "within_ci_low": 0.0, "within_ci_high": 0.0, "refusal_rung": 0.5, "refusal_gold": 0.25}],
+                     columns=CONTRAST_COLUMNS)
+    c = attach("contrast_2b_2c", c, {}, {})
+    assert _reasons(c, "pooled_diff") == {
+        "no turn whose context the qrels label calls a failed retrieval (n_turns = 0)": 1,
+        "none of the 2 failed retrievals under the judge label has a response with a status line (n_rung = 0)": 1}
+    assert _reasons(c, "within_ci_high") == {
+        "no failed retrieval under the qrels label has a status line both with its context and with the gold of "
+        "its turn (n_paired = 0)": 1,
+        "no failed retrieval under the judge label has a status line both with its context and with the gold of "
+        "its turn (n_paired = 0)": 1}
+
+    kb = dict.fromkeys(KITAGAWA_COLUMNS, nan) | {"slice": "s", "reader": "r", "from_rung": "bm25",
+                                                 "n_no_status_from": 0, "n_no_status_to": 0,
+                                                 "n_unlabelled_from": 0, "n_unlabelled_to": 0}
+    full = {"total": -0.2, "composition": -0.1, "rate": -0.1, "refusal_from": 0.4, "refusal_to": 0.2}
+    k = pd.DataFrame([kb | {"to_rung": "dense", "n_from": 0, "n_to": 5},
+                      kb | full | {"to_rung": "hybrid", "n_from": 5, "n_to": 5, "share_sufficient_from": 0.4,
+                                   "share_sufficient_to": 1.0, "refusal_sufficient_from": 0.5,
+                                   "refusal_sufficient_to": 0.2, "refusal_insufficient_from": 1 / 3}],
+                     columns=KITAGAWA_COLUMNS)
+    k = attach("kitagawa", k, {}, {})
+    assert _reasons(k, "refusal_sufficient_to") == {
+        "no context at the from rung (bm25) has both a status line and a primary label (n_from = 0)": 1}
+    assert _reasons(k, "refusal_insufficient_to") == {
+        "no context at the from rung (bm25) has both a status line and a primary label (n_from = 0)": 1,
+        "every context at the to rung (hybrid) is judged sufficient (share_sufficient_to = 1): an empty stratum "
+        "has no refusal rate": 1}
+    assert UNRECORDED not in str(blank_reasons(k)) and UNRECORDED not in str(blank_reasons(c))

@@ -119,6 +119,10 @@ def test_blank_reasons_of_the_reproduction_table():
     assert r["ours"] == {"this run gives no value (not run; see reason)": 1}
     assert r["ours_ci_low"] == {"its estimate (ours) is blank": 1, "the mapped output has no interval": 1}
     assert r["tolerance"] == {"the published-values map gives no tolerance for this entry": 1}
+    st = pd.DataFrame({"id": ["s", "t"], "published": [np.nan, np.nan], "ours": [1.0, np.nan],
+                       "kind": ["statement", "deterministic"], "verdict": ["reproduced", "not comparable"]})
+    assert blank_reasons(st)["published"] == {
+        "a statement of the text, no number (its verdict says whether it holds)": 1, UNRECORDED: 1}
 
 
 def _grid() -> Path | None:

@@ -33,8 +33,14 @@ def cmd_sources(a):
     checksum; exit 1 naming the config key of each unpinned one (convrag.sources)."""
     from pathlib import Path
 
-    from convrag.config import REPO_ROOT, load_config
+    from convrag.config import REPO_ROOT, load_config, load_configs
     from convrag.downloads import config_downloads, describe, problems
+
+    def read(p: Path) -> dict:
+        # a miniature overlay is read laid over its paper config, as `convrag miniature` runs it
+        if p.resolve().parent == (REPO_ROOT / "config" / "miniatures").resolve():
+            return load_configs([REPO_ROOT / "config" / "studies" / p.name, p])
+        return load_config(p)
 
     if a.prefetch and not a.configs:
         raise ConfigError("--prefetch: name the configs whose models to fetch (e.g. config/studies/lic_rag.yaml)")
@@ -42,7 +48,7 @@ def cmd_sources(a):
                                                     *(REPO_ROOT / "config").glob("*/*.yaml")])
     bad, every = [], []
     for p in paths:
-        entries = config_downloads(load_config(p))
+        entries = config_downloads(read(p))
         every += entries
         shown = str(p.resolve().relative_to(REPO_ROOT)) if p.resolve().is_relative_to(REPO_ROOT) else str(p)
         print(f"{shown}: {len(entries)} downloads" + ("" if entries else " (generated or packaged data only)"))

@@ -131,5 +131,23 @@ def load_config(path: str | Path, registry: dict | None = None) -> dict:
     return validate_config(config, source=ConfigOrigin([path]), registry=registry)
 
 
+def load_configs(paths: "list[str | Path]", registry: dict | None = None) -> dict:
+    """Several config files laid over each other as Snakemake merges ``--configfile a b``
+    (mappings merged key by key, a later file's lists and scalars replacing), then validated
+    once: a miniature overlay (config/miniatures/) is only a config over its paper config."""
+    paths = [Path(p) for p in paths]
+
+    def merge(a: dict, b: dict) -> dict:
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        return out
+
+    config: dict = {}
+    for p in paths:
+        config = merge(config, read_yaml(p) or {})
+    return validate_config(config, source=ConfigOrigin(paths), registry=registry)
+
+
 # ---- shared helpers of the rule files (the configured retriever's kind and LLM: convrag.retrieval)
 from convrag.retrieval import is_closed_book, retriever_kind, retriever_llm  # noqa: E402,F401

@@ -44,6 +44,8 @@ def _row_reason(df: pd.DataFrame, i, col: str, given: dict) -> str:
     if "note" in df.columns and isinstance(row.get("note"), str) and row["note"].strip():
         return row["note"].strip()
     if {"verdict", "published", "ours"} <= set(df.columns):  # the reproduction table (report.reproduction)
+        if col == "published" and row.get("kind") == "statement":
+            return "a statement of the text, no number (its verdict says whether it holds)"
         if col.startswith("published_ci"):
             return "the paper gives no interval"
         if col == "ours":

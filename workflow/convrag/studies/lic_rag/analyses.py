@@ -951,7 +951,15 @@ def full_vs_sharded_of(scores: pd.DataFrame, retrievers: list[str], boot: dict) 
                          "models": idx.get_level_values("model").nunique(), "f1_full": r["mean_a"],
                          "f1_sharded": r["mean_b"], "gap": r["mean_diff"], "rel_change": r["rel_change"],
                          "gap_ci_low": r["ci_low"], "gap_ci_high": r["ci_high"]})
-    return pd.concat([g, pd.DataFrame(rows)], ignore_index=True) if rows else g
+    out = pd.concat([g, pd.DataFrame(rows)], ignore_index=True) if rows else g.assign(gap_ci_low=np.nan, gap_ci_high=np.nan)
+
+    def per_dataset(row):
+        return ("a per-dataset row is the mean of Table 2's per-LLM gaps (each with its own interval there), given "
+                "without an interval of the mean; the 95% "
+                "interval (questions resampled) is on the rows over all datasets and LLMs (dataset = all)"
+                if row["dataset"] != "all" else None)
+    out.attrs["blank_reasons"] = {"gap_ci_low": per_dataset, "gap_ci_high": per_dataset}
+    return out
 
 
 def ceiling_and_floor(scores: pd.DataFrame, boot: dict, analysis: dict, closed_retrievers: list[str],

@@ -261,6 +261,62 @@ _REFUSAL = {"refusal_rungs": "at one of the two rungs no context insufficient un
                               "rung's context or none with the gold documents"}
 
 
+def _contrast(df, inputs, ctx):
+    """abstention.contrast_2b_2c: the pooled contrast is a difference of two refusal rates over
+    the responses with a status line (failed retrievals: n_rung; the gold setting: n_gold); the
+    within-turn one a paired mean over the n_paired turns with a status line in both."""
+    def pooled(r):
+        if _zero(r, "n_turns"):
+            return f"no turn whose context the {r['label']} label calls a failed retrieval (n_turns = 0)"
+        if _zero(r, "n_rung"):
+            return (f"none of the {int(r['n_turns'])} failed retrievals under the {r['label']} label has a "
+                    "response with a status line (n_rung = 0)")
+        if _zero(r, "n_gold"):
+            return "no response with the gold documents has a status line (n_gold = 0)"
+        return None
+
+    def within(r):
+        if _zero(r, "n_paired"):
+            return (f"no failed retrieval under the {r['label']} label has a status line both with its context "
+                    "and with the gold of its turn (n_paired = 0)")
+        return None
+    return {**_same(("pooled_diff", "pooled_ci_low", "pooled_ci_high"), pooled),
+            **_same(("within_diff", "within_ci_low", "within_ci_high"), within)}
+
+
+def _kitagawa(df, inputs, ctx):
+    """abstention.kitagawa_table: every column needs parsed, labelled contexts at both rungs
+    (n_from, n_to); a stratum's refusal rate needs a context in that stratum at that rung."""
+    def both(r):
+        for side in ("from", "to"):
+            if _zero(r, f"n_{side}"):
+                return (f"no context at the {side} rung ({r[f'{side}_rung']}) has both a status line and a "
+                        f"primary label (n_{side} = 0)")
+        return None
+
+    def stratum(side: str, kind: str) -> Reason:
+        def why(r):
+            if both(r):
+                return both(r)
+            share = r.get(f"share_sufficient_{side}")
+            if _nan(share):
+                return None
+            if kind == "sufficient" and share == 0:
+                return (f"no context at the {side} rung ({r[f'{side}_rung']}) is judged sufficient "
+                        f"(share_sufficient_{side} = 0): an empty stratum has no refusal rate")
+            if kind == "insufficient" and share == 1:
+                return (f"every context at the {side} rung ({r[f'{side}_rung']}) is judged sufficient "
+                        f"(share_sufficient_{side} = 1): an empty stratum has no refusal rate")
+            return None
+        return why
+    out = _same(("total", "composition", "rate", "refusal_from", "refusal_to", "share_sufficient_from",
+                 "share_sufficient_to"), both)
+    for side in ("from", "to"):
+        for kind in ("sufficient", "insufficient"):
+            out[f"refusal_{kind}_{side}"] = stratum(side, kind)
+    return out
+
+
 def _changed(df, inputs, ctx):
     def estimate(side: str):
         def why(r):
@@ -452,7 +508,8 @@ REASONS = {"data": _data, "agreement": _agreement, "copies": _copies, "evidence"
            "table1_labellers": _table1, "table3_mtrag": _table3, "table2_false_misses": _table2,
            "figure3_auroc": _figure3, "score_detectors": _score_detectors, "changed_conclusions": _changed,
            "ladder_steps": _ladder_steps, "dialogue_tied": _dialogue_tied, "false_miss_origin": _false_miss_origin,
-           "judge_corrected": _judge_corrected, "ladder_retrieval": _ladder_retrieval}
+           "judge_corrected": _judge_corrected, "ladder_retrieval": _ladder_retrieval,
+           "contrast_2b_2c": _contrast, "kitagawa": _kitagawa}
 
 
 def attach(name: str, df: pd.DataFrame, inputs: dict, ctx: dict) -> pd.DataFrame:
