@@ -251,3 +251,36 @@ def test_worse_labels_contrast_and_kitagawa_reasons():
         "every context at the to rung (hybrid) is judged sufficient (share_sufficient_to = 1): an empty stratum "
         "has no refusal rate": 1}
     assert UNRECORDED not in str(blank_reasons(k)) and UNRECORDED not in str(blank_reasons(c))
+
+
+def test_worse_labels_table2_blames_the_empty_group_not_its_unscored_count():
+    """worse_labels Table 2: a rung without false misses (n_false_miss = 0, so n_unscored_false_miss
+    = 0 too) is blank because the group is empty, not for want of unscored reads; its no-document
+    reads (of the same turns) are empty with it; a group read but never scored says so."""
+    from convrag.studies.worse_labels.abstention import TABLE2_COLUMNS
+    from convrag.studies.worse_labels.blank_reasons import attach
+
+    nan = float("nan")
+    zero = {c: 0 for c in TABLE2_COLUMNS if c.startswith("n_")}
+    base = dict.fromkeys(TABLE2_COLUMNS, nan) | zero | {"slice": "s", "reader": "r"}
+    t = pd.DataFrame([base | {"rung": "bm25", "n_true_miss": 3, "correct_true_miss": 2 / 3, "n_reads": 3,
+                              "n_no_status": 0, "share_no_status": 0.0},
+                      base | {"rung": "dense", "n_false_miss": 2, "n_unscored_false_miss": 2, "n_no_docs": 2,
+                              "correct_no_docs": 0.5, "n_status_no_docs": 2, "abstain_no_docs": 0.5,
+                              "n_true_miss": 1, "correct_true_miss": 1.0, "n_reads": 3, "n_no_status": 0,
+                              "share_no_status": 0.0},
+                      base | {"rung": "hybrid"}], columns=TABLE2_COLUMNS)
+    t = attach("table2_false_misses", t, {}, {})
+    assert _reasons(t, "correct_false_miss") == {
+        "no false miss (no gold, judged sufficient) context at this rung (n_false_miss = 0)": 2,
+        "none of the 2 false miss (no gold, judged sufficient) contexts has a correctness score "
+        "(n_unscored_false_miss = n_false_miss)": 1}
+    assert _reasons(t, "correct_no_docs") == {
+        "no false misses at this rung (n_false_miss = 0), so no turn to read with no documents (n_no_docs = 0)": 2}
+    assert _reasons(t, "abstain_no_docs") == _reasons(t, "correct_no_docs")
+    assert _reasons(t, "correct_true_miss") == {
+        "no true miss (no gold, judged insufficient) context at this rung (n_true_miss = 0)": 1}
+    assert _reasons(t, "share_no_status") == {"the reader read no context at this rung (n_reads = 0)": 1}
+    assert "n_unscored" not in str({c: _reasons(t, c) for c in ("correct_false_miss", "correct_no_docs")}).replace(
+        "(n_unscored_false_miss = n_false_miss)", "")
+    assert UNRECORDED not in str(_reasons(t, "diff"))

@@ -194,14 +194,49 @@ def _table3(df, inputs, ctx):
 
 # ---- abstention -----------------------------------------------------------------------------------
 
+_TABLE2_GROUPS = {"false_miss": "false miss (no gold, judged sufficient)",
+                  "true_miss": "true miss (no gold, judged insufficient)",
+                  "no_docs": "no-document read of a false-miss turn"}
+
+
 def _table2(df, inputs, ctx):
+    """The generic rule would blame ``n_unscored_<group> = 0`` (the longest ``n_`` column sharing
+    the suffix) for a blank share whose group is empty: the cause is ``n_<group> = 0``; the no-document
+    reads are of the false-miss turns, so they are empty when the false misses are."""
+    def no_false_miss(r, then: str):
+        return f"no false misses at this rung (n_false_miss = 0), so {then}" if _zero(r, "n_false_miss") else None
+
+    def correct(name: str):
+        def why(r):
+            if name == "no_docs" and (w := no_false_miss(r, "no turn to read with no documents (n_no_docs = 0)")):
+                return w
+            n, unscored = f"n_{name}", f"n_unscored_{name}"
+            if _zero(r, n):
+                return f"no {_TABLE2_GROUPS[name]} context at this rung ({n} = 0)"
+            if not _nan(r.get(unscored)) and not _nan(r.get(n)) and r[unscored] == r[n]:
+                return (f"none of the {int(r[n])} {_TABLE2_GROUPS[name]} contexts has a correctness score "
+                        f"({unscored} = {n})")
+            return None
+        return why
+
     def diff(r):
         if not _zero(r, "n_paired"):
             return None
-        if _zero(r, "n_false_miss"):
-            return "no false misses at this rung (n_false_miss = 0), so no turn to pair (n_paired = 0)"
+        if w := no_false_miss(r, "no turn to pair (n_paired = 0)"):
+            return w
         return "no false-miss turn is scored both with the rung's context and with no documents (n_paired = 0)"
-    return {"diff": diff}
+
+    def abstain(r):
+        if w := no_false_miss(r, "no turn to read with no documents (n_no_docs = 0)"):
+            return w
+        if _zero(r, "n_status_no_docs"):
+            return "no no-document read of a false-miss turn has a status line (n_status_no_docs = 0)"
+        return None
+
+    def share_no_status(r):
+        return "the reader read no context at this rung (n_reads = 0)" if _zero(r, "n_reads") else None
+    return {"diff": diff, **{f"correct_{k}": correct(k) for k in _TABLE2_GROUPS}, "abstain_no_docs": abstain,
+            "share_no_status": share_no_status}
 
 
 def _figure3(df, inputs, ctx):
