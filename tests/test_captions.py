@@ -74,13 +74,13 @@ def test_build_target_appends_the_run_note_and_blank_reasons(tmp_path, default):
 
 def test_blank_reasons_checked_against_the_row():
     df = pd.DataFrame({"labeller": ["a", "b", "c"], "kappa_audit": [np.nan, np.nan, 0.4], "n_audit": [0, 5, 9],
-                       "f1_full": [0.0, 0.5, 0.5], "rel_change": [np.nan, 0.1, np.nan],
+                       "f1_full": [0.0, 0.5, 0.5], "rel_gap": [np.nan, 0.1, np.nan],
                        "precision_dense": [np.nan, 1.0, 1.0], "n_no_gold_dense": [0, 2, 2],
                        "est": [np.nan, 1.0, 1.0], "est_ci_low": [np.nan, np.nan, 0.5]})
     r = blank_reasons(df)
     # row a: n_audit 0 explains it; row b: n_audit 5, so its blank is not explained
     assert r["kappa_audit"] == {"no items to compute it from (n_audit = 0)": 1, UNRECORDED: 1}
-    assert r["rel_change"] == {"a relative change of a FULL F1 of 0 is undefined": 1, UNRECORDED: 1}
+    assert r["rel_gap"] == {"a relative change of a FULL F1 of 0 is undefined": 1, UNRECORDED: 1}
     assert r["precision_dense"] == {"no items to compute it from (n_no_gold_dense = 0)": 1}
     assert r["est_ci_low"] == {"its estimate (est) is blank": 1, UNRECORDED: 1}
     given = df.copy()

@@ -280,10 +280,10 @@ def test_full_vs_sharded_of_pog_figure_7():
     f7 = f7[f7.dataset == "d"].set_index("policy")
     assert every.loc["current", "gap"] == pytest.approx(0.625) and every.loc["history", "f1_full"] == pytest.approx(0.75)
     assert set(f7.retriever) == {"pog"} and f7.loc["history", "models"] == 1
-    # FULL 0.75; SHARDED history 0.5, current 0.125; relative change (0.5 - 0.75) / 0.75
+    # FULL 0.75; SHARDED history 0.5, current 0.125; relative gap (0.75 - 0.5) / 0.75
     assert f7.loc["history", "f1_full"] == pytest.approx(0.75) and f7.loc["history", "f1_sharded"] == pytest.approx(0.5)
     assert f7.loc["current", "gap"] == pytest.approx(0.625)
-    assert f7.loc["history", "rel_change"] == pytest.approx(-1 / 3)
+    assert f7.loc["history", "rel_gap"] == pytest.approx(1 / 3)
     assert L.full_vs_sharded_of(s, [], BOOT).empty
 
 
@@ -397,10 +397,10 @@ def test_table2_pools_the_papers_gaps():
     pooled = t[t.dataset == "all"].set_index(["model", "retriever", "policy"])
     # over every retrieving (LLM, retriever) pair: gaps .4, 0, .5 -> mean .3; FULL mean .8, SHARDED .5
     r = pooled.loc[("all", "all", "history")]
-    assert r.gap == pytest.approx(0.3) and r.f1_full == pytest.approx(0.8) and r.rel_change == pytest.approx(-0.375)
+    assert r.gap == pytest.approx(0.3) and r.f1_full == pytest.approx(0.8) and r.rel_gap == pytest.approx(0.375)
     assert pooled.loc[("all", "bm25", "history"), "gap"] == pytest.approx(0.2)
     assert pooled.loc[("m", "all", "history"), "gap"] == pytest.approx(0.45)  # bm25 .4, dense .5
-    assert pooled.loc[("all", "closed_book", "none"), "rel_change"] == pytest.approx(-1 / 3)
+    assert pooled.loc[("all", "closed_book", "none"), "rel_gap"] == pytest.approx(1 / 3)
     assert ("m", "closed_book", "none") not in pooled.index  # per-LLM rows pool retrieving retrievers only
     assert len(t[t.dataset != "all"]) == 4  # the per-cell rows stay
 

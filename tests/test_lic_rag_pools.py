@@ -59,8 +59,8 @@ def test_a_pool_with_and_without_pog_gives_different_gaps():
         return t[(t.dataset == "all") & (t.model == model) & (t.retriever == ret) & (t.policy == "history")].iloc[0]
 
     assert row(with_pog, "all", "all").gap == pytest.approx(0.25)
-    assert row(with_pog, "all", "all").rel_change == pytest.approx((0.4 - 0.65) / 0.65)
-    assert row(without, "all", "all").gap == pytest.approx(0.4) and row(without, "all", "all").rel_change == -0.5
+    assert row(with_pog, "all", "all").rel_gap == pytest.approx((0.65 - 0.4) / 0.65)
+    assert row(without, "all", "all").gap == pytest.approx(0.4) and row(without, "all", "all").rel_gap == 0.5
     assert row(without, "m", "all").gap == pytest.approx(0.4)  # per LLM over the pool too
     assert row(without, "all", "pog").gap == pytest.approx(0.1)  # PoG's own row
     # Figure 8: PoG is its own group, not "with retrieval"
@@ -145,11 +145,11 @@ def test_up_to_21_percent_is_the_largest_of_table2s_settings(tmp_path):
     """'up to 21%' over a small Table 2: the eight settings' pooled rows (dataset, model = all)
     under each policy, drops .05 ... .19; a per-cell row (a single dataset and LLM) dropping .60
     and PoG's pooled row dropping .30 are not among them. The largest: .19."""
-    rows = [{"dataset": "all", "model": "all", "retriever": r, "policy": p, "rel_change": -(0.05 + 0.01 * i)}
+    rows = [{"dataset": "all", "model": "all", "retriever": r, "policy": p, "rel_gap": 0.05 + 0.01 * i}
             for i, (r, p) in enumerate((r, p) for r in MAIN for p in ("history", "current"))]
-    rows += [{"dataset": "all", "model": "all", "retriever": "closed_book", "policy": "none", "rel_change": -0.17},
-             {"dataset": "all", "model": "all", "retriever": "pog", "policy": "current", "rel_change": -0.30},
-             {"dataset": "hotpotqa", "model": "qwen3-8b", "retriever": "bm25", "policy": "current", "rel_change": -0.60}]
+    rows += [{"dataset": "all", "model": "all", "retriever": "closed_book", "policy": "none", "rel_gap": 0.17},
+             {"dataset": "all", "model": "all", "retriever": "pog", "policy": "current", "rel_gap": 0.30},
+             {"dataset": "hotpotqa", "model": "qwen3-8b", "retriever": "bm25", "policy": "current", "rel_gap": 0.60}]
     path = tmp_path / "table2_full_vs_sharded.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     e = _entries()["max_relative_drop"]

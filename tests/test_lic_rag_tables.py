@@ -30,7 +30,8 @@ def test_table2_hand_computed():
     # FULL mean over questions = (0.75 + 1.0) / 2 = 0.875; SHARDED = (0.25 + 0.5) / 2 = 0.375
     assert r.f1_full == pytest.approx(0.875) and r.f1_sharded == pytest.approx(0.375)
     assert r.gap == pytest.approx(0.5)
-    assert r.rel_change == pytest.approx((0.375 - 0.875) / 0.875)
+    # the relative gap (FULL - SHARDED) / FULL has gap's sign: a drop of 0.5 from 0.875 is +57%
+    assert r.rel_gap == pytest.approx((0.875 - 0.375) / 0.875) and r.rel_gap > 0
     # both per-question gaps are 0.5, so every resample's mean gap is 0.5: a zero-width CI
     assert r.gap_ci_low == pytest.approx(0.5) and r.gap_ci_high == pytest.approx(0.5)
     assert r.n_questions == 2

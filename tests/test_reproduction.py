@@ -212,8 +212,9 @@ def _write(tmp_path, entries, **top) -> Path:
 @pytest.mark.parametrize("change, message", [
     ({"value": "11.6"}, "'value' must be a number"),
     ({"ci": [12.0, 13.4]}, "'ci' must be \\[low, high\\] around the value 11.6"),
-    ({"scale": "percent"}, "'scale' must be one of points, share, ratio, count"),
+    ({"scale": "percent"}, "'scale' must be one of points, share, correlation, ratio, count"),
     ({"scale": "share"}, "value 11.6 is off the share scale"),
+    ({"scale": "correlation"}, "value 11.6 is off the correlation scale"),
     ({"kind": "deterministic"}, "a deterministic entry needs a 'tolerance'"),
     ({"tolerance": 0.1}, "'tolerance' is for deterministic entries"),
     ({"ours": None}, "'ours: null' needs a 'reason'"),
@@ -945,3 +946,15 @@ def test_the_report_shows_the_page_under_its_verdict_counts(tmp_path):
     assert html("") == "<p>The caption of a table, <em>as rst</em>.</p>\n"
     rules = (REPO_ROOT / "workflow" / "rules" / "report.smk").read_text()
     assert "page=target_page," in rules  # the rules pass it (a param named after an output: no rerun)
+
+
+def test_a_correlation_has_its_own_scale_not_a_share():
+    """A Pearson r is not a share (issue 45): the published maps give every correlation the scale
+    "correlation" (|r| <= 1, a share's margin of 0.03), and no entry about a correlation says share."""
+    assert default_margin("correlation", 0.94) == default_margin("share", 0.94) == 0.03
+    corr = [e for s in ("lic_rag", "worse_labels", "coral", "mtrag_un") for e in load_published(published_path(s), s).entries
+            if re.search(r"correlat|pearson|spearman", f"{e.what} {e.ours.value if e.ours else ''}", re.I)]
+    assert {e.id for e in corr} >= {"judge_gap.r_history", "judge_gap.r_current"}
+    assert {e.scale for e in corr} == {"correlation"}
+    r = next(e for e in corr if e.id == "judge_gap.r_history")
+    assert r.value == 0.94 and r.ours.value == "pearson_r"
