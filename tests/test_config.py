@@ -103,10 +103,11 @@ def test_study_config_validates_against_the_real_registry():
     assert len(cfg["lic_rag"]["models"]) == 10
     assert {d["n_questions"] for d in cfg["datasets"].values()} == {150}
     jobs = simulate_jobs(cfg)
-    # 5 datasets x 3 chunks of 50 questions x (8 retrieval settings x 10 LLMs + PoG x its 8 open-weight LLMs)
-    assert len(jobs) == 5 * 3 * (8 * 10 + 8)
+    # 5 datasets x 4 chunks of at most 38 questions (lic_rag.chunk_size, sized by `convrag estimate`:
+    # issue 47) x (8 retrieval settings x 10 LLMs + PoG x its 8 open-weight LLMs)
+    assert len(jobs) == 5 * 4 * (8 * 10 + 8)
     # cells: closed book 5 conditions; the 8 others FULL, CONCAT + 3 multi-turn x 2 policies
-    assert len(simulate_cells(cfg)) == 5 * 3 * (10 * (5 + 7 * 8) + 8 * 8)
+    assert len(simulate_cells(cfg)) == 5 * 4 * (10 * (5 + 7 * 8) + 8 * 8)
 
 
 # ---- what a config file means (Snakefile: the embedded default applies only without --configfile)
@@ -189,7 +190,7 @@ def test_a_retriever_can_run_with_some_of_the_models_only():
     pog = {j["model"] for j in jobs if j["retriever"] == "pog"}
     assert pog == set(cfg["lic_rag"]["models"]) - {"luna-5.6", "gpt-4o-mini"} and len(pog) == 8
     assert {j["model"] for j in jobs if j["retriever"] == "bm25"} == set(cfg["lic_rag"]["models"])
-    assert len(jobs) == 5 * 3 * (8 * 10 + 8)  # datasets x chunks x (8 retrievers x 10 LLMs + PoG x 8)
+    assert len(jobs) == 5 * 4 * (8 * 10 + 8)  # datasets x chunks (of 38) x (8 retrievers x 10 LLMs + PoG x 8)
     bad = copy.deepcopy(cfg)
     bad["lic_rag"]["retriever_models"] = {"pog": ["gpt-9"]}
     with pytest.raises(ConfigError, match=r"'lic_rag\.retriever_models\.pog\[0\]'.*unknown name 'gpt-9'"):

@@ -146,6 +146,54 @@ def test_accounting_of_the_cells_is_summed():
     assert got == {"reader": {"calls": 5, "t": {"in": 6}}, "job": {"wall_seconds": 3.5}}
 
 
+def test_scoring_chunks_merge_into_one_jobs_outputs(tmp_path):
+    """cross.score_chunks: the chunks' rows and verdicts joined in chunk order, their accounting
+    summed with each non-numeric leaf kept from the first chunk (issue 47, item 1)."""
+    import json
+
+    parts = []
+    for k in range(2):
+        d = {"scores": tmp_path / f"c{k}.parquet", "contexts": tmp_path / f"c{k}.contexts.parquet",
+             "verdicts": tmp_path / f"c{k}.verdicts.jsonl", "accounting": tmp_path / f"c{k}.accounting.json"}
+        pd.DataFrame({"item": [f"a{k}", f"b{k}"], "value": [k, k + 0.5]}).to_parquet(d["scores"])
+        pd.DataFrame({"context_id": [f"x{k}"], "label": ["sufficient"]}).to_parquet(d["contexts"])
+        d["verdicts"].write_text(json.dumps({"judge": "j", "key": k}) + "\n")
+        d["accounting"].write_text(json.dumps({
+            "worse_labels_content": {"requests": 3 + k, "model": "phi-4"}, "job": {"final_answers": 10, "rows": 4},
+            "verdicts": {"worse_labels_content": {"items": 5, "unparsed": k}}, "cells": {f"r/p/m/d{k}": {"tasks": 5}}}))
+        parts.append(d)
+    out = {k: tmp_path / f"merged.{k}" for k in ("parquet", "contexts", "verdicts", "accounting")}
+    cmd = [sys.executable, "-m", "convrag.cli", "cross", "merge-scores"]
+    for k in ("scores", "contexts", "verdicts", "accounting"):
+        cmd += [f"--{k}", *(str(d[k]) for d in parts)]
+    cmd += ["--out", str(out["parquet"]), "--out-contexts", str(out["contexts"]), "--out-verdicts", str(out["verdicts"]),
+            "--out-accounting", str(out["accounting"])]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert pd.read_parquet(out["parquet"])["item"].tolist() == ["a0", "b0", "a1", "b1"]
+    assert pd.read_parquet(out["contexts"])["context_id"].tolist() == ["x0", "x1"]
+    assert [json.loads(x)["key"] for x in out["verdicts"].read_text().splitlines()] == [0, 1]
+    assert json.loads(out["accounting"].read_text()) == {
+        "worse_labels_content": {"requests": 7, "model": "phi-4"}, "job": {"final_answers": 20, "rows": 8},
+        "verdicts": {"worse_labels_content": {"items": 10, "unparsed": 1}},
+        "cells": {"r/p/m/d0": {"tasks": 5}, "r/p/m/d1": {"tasks": 5}}}
+
+
+def test_score_chunks_split_a_benchmark_into_jobs_and_a_merge(tmp_path):
+    """The default with cross.score_chunks 2: each benchmark's scoring is 2 chunk jobs and a merge
+    (the default itself, score_chunks 1, keeps its one cross_score job per benchmark)."""
+    assert load_config(REPO_ROOT / "config" / "config.yaml")["cross"]["score_chunks"] == 1
+    over = tmp_path / "chunks.yaml"
+    over.write_text("cross:\n  score_chunks: 2\n")
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--quiet", "rules", "--configfile",
+                        str(REPO_ROOT / "config" / "config.yaml"), str(over)], capture_output=True, text=True,
+                       cwd=REPO_ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    counts = dict(re.findall(r"^(cross_score\w*)\s+(\d+)$", r.stdout + r.stderr, re.M))
+    n = len(plan.benchmarks(load_config(REPO_ROOT / "config" / "config.yaml")))
+    assert counts == {"cross_score_chunk": str(2 * n), "cross_score_merge": str(n)}, counts
+
+
 # ---- tables ------------------------------------------------------------------------------------
 
 def test_results_long_means_and_missing_counts():

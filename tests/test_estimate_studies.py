@@ -322,3 +322,96 @@ def test_unknown_task_counts_are_said_once_per_benchmark(measured, tmp_path):
     assert out.stderr.count("set estimate.tasks.mtrag_un ") == 1, out.stderr
     assert out.stderr.count("set estimate.tasks.mtrag_human ") == 1, out.stderr
     assert "224 retrieve, answer, evaluate jobs of mtrag_un not sized" in out.stderr
+
+
+# ---- every job within its SLURM time limit (issue 47, item 1) ----------------------------------
+
+
+def _max_long(s: dict) -> float:
+    return max((r["max_minutes"]["long"] or 0.0) for r in s["layout"]["rows"])
+
+
+def _cross_with(tmp_path, **cross) -> tuple[dict, Path]:
+    import yaml
+
+    cfg = yaml.safe_load((REPO_ROOT / "config" / "studies" / "cross.yaml").read_text())
+    cfg["cross"].update(cross)
+    path = tmp_path / "cross_chunks.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return load_config(path), path
+
+
+def test_a_job_over_its_limit_fails_the_estimate_naming_rule_key_and_value(measured, tmp_path):
+    """cross with one scoring job per benchmark (the paper config's layout before issue 47): the
+    phi-4 content label of a benchmark's every final answer runs past the 240-minute limit in the
+    'long' scenario; the estimate names rule cross_score, cross.score_chunks and the chunk count
+    that the layout recommends, and that count puts every job within half the limit."""
+    cfg, path = _cross_with(tmp_path, score_chunks=1)
+    s = summarize({"cross": all_studies()["cross"].estimate(cfg, measured, None)}, config_registry(cfg))
+    score = [r for r in s["layout"]["rows"] if r["kind"] == "score"]
+    assert len(score) == 1 and score[0]["jobs"] == 10 and score[0]["max_minutes"]["long"] > 240
+    advice = next(c for c in s["layout"]["chunking"] if c["kind"] == "score")
+    n = advice["config_value"]
+    assert advice["config_key"] == "cross.score_chunks" and advice["rule"] == "cross_score" and n > 1
+    # the fullest benchmark's answers over n jobs of at most the recommended units each
+    assert advice["units_per_job_recommended"] * n >= advice["units_per_job_now"]
+    assert len(s["over_limit"]) == 1
+    msg = s["over_limit"][0]
+    assert msg.startswith("rule cross_score (cross score jobs on phi-4): the fullest job takes "
+                          f"{score[0]['max_minutes']['long']:.0f} minutes"), msg
+    assert f"set cross.score_chunks to {n} " in msg, msg
+    # the CLI fails (exit 2) with the same message, after printing its tables
+    out = _cli_estimate(path, measured["results"], tmp_path)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "jobs over the SLURM time limit" in out.stderr and f"set cross.score_chunks to {n} " in out.stderr
+    assert "rule cross_score " in out.stderr
+    # the recommended count: n jobs per benchmark, every one within 50% of the limit, no error
+    cfg_n, path_n = _cross_with(tmp_path, score_chunks=n)
+    s_n = summarize({"cross": all_studies()["cross"].estimate(cfg_n, measured, None)}, config_registry(cfg_n))
+    row = next(r for r in s_n["layout"]["rows"] if r["kind"] == "score")
+    assert row["jobs"] == 10 * n and row["max_minutes"]["long"] <= 120.0 and not s_n["over_limit"]
+    assert next(c for c in s_n["layout"]["chunking"] if c["kind"] == "score")["rule"] == "cross_score_chunk"
+    # one scoring job's tokens split n ways: the chunked grid asks the same in total
+    tot = [sum(w.tokens.prompt_tokens for w in all_studies()["cross"].estimate(c, measured, None)
+               if w.kind == "score") for c in (cfg, cfg_n)]
+    assert tot[1] == pytest.approx(tot[0], rel=1e-9)
+    assert _cli_estimate(path_n, measured["results"], tmp_path).returncode == 0
+
+
+def test_a_job_no_key_splits_is_named_too():
+    """A job kind without a chunk key over the limit: the message says no config key splits it."""
+    from convrag.cost import over_limit
+
+    layout = {"rows": [{"study": "s", "kind": "k", "models": "m", "max_minutes": {"measured": 200.0, "long": 300.0}}],
+              "chunking": []}
+    assert over_limit(layout, 240.0) == [
+        "rule s_k (s k jobs on m): the fullest job takes 300 minutes in the 'long' scenario, over the 240-minute "
+        "limit: no config key splits its work (its study sizes it as one unit)"]
+    assert over_limit(layout, 300.0) == []
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_every_paper_config_fits_its_limit_on_the_fixture(measured, study):
+    """Each paper config's fullest job in the 'long' scenario, sized from this module's synthetic
+    measured fixture (its own token counts, not the default run's): within the 240-minute limit,
+    no over-limit message (the 50% check runs on the default run's results, below)."""
+    edit = {"estimate": {"tasks": {"coral": 6480}}} if study == "coral" else {}
+    _, _, s = _size(study, measured, **edit)
+    assert not s["over_limit"] and _max_long(s) <= s["layout"]["job_minutes"], (study, _max_long(s))
+
+
+MEASURED = REPO_ROOT / "results"
+
+
+@pytest.mark.skipif(not any(MEASURED.glob("**/*.accounting.json")),
+                    reason="needs the default run's results/ (`snakemake --cores all`)")
+@pytest.mark.parametrize("study", STUDIES)
+def test_every_paper_config_fits_half_its_limit_on_the_default_run(study, tmp_path):
+    """`convrag estimate --config config/studies/<study>.yaml` (measured: the default run in
+    results/) exits 0 and its SLURM table has no job over 50% of the 240-minute limit in the
+    'long' scenario (issue 47, must-show 2; before: cross's phi-4 scoring 812 minutes, lic_rag's
+    qwen3.6-27b simulate 132)."""
+    out = _cli_estimate(REPO_ROOT / "config" / "studies" / f"{study}.yaml", MEASURED, tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    s = json.loads(out.stdout)
+    assert not s["over_limit"] and _max_long(s) / s["layout"]["job_minutes"] <= 0.5, (study, _max_long(s))

@@ -406,6 +406,9 @@ def cmd_estimate(a):
             fh.write(text + "\n")
     else:
         print(text)
+    if summary["over_limit"]:
+        raise ConfigError("estimate: jobs over the SLURM time limit in the 'long' scenario (--job-minutes "
+                          f"{a.job_minutes:g}):\n" + "\n".join(f"  - {m}" for m in summary["over_limit"]))
 
 
 def cmd_status(a):

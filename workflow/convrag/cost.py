@@ -135,10 +135,13 @@ class WorkList(list):
     """A study's estimate: its ``Work`` items, ``notes`` (what was approximated or left out)
     and ``facts`` (JSON-able, shown above its tables)."""
 
-    def __init__(self, items=(), notes=None, facts=None):
+    def __init__(self, items=(), notes=None, facts=None, chunk_keys=None):
         super().__init__(items)
         self.notes = list(notes or [])
         self.facts = dict(facts or {})
+        # job kind -> (Snakemake rule, config key that splits its units, "units" when the key is
+        # the units per job (a chunk size) or "jobs" when it is the jobs per series (a chunk count))
+        self.chunk_keys = dict(chunk_keys or {})
 
 
 def size_class(params_b: float | None) -> str:
@@ -232,12 +235,20 @@ def summarize(studies: dict[str, list], registry: dict, throughput: Throughput |
     size_classes = [{"size_class": c, "models": ms, "gpu_hours": hours(lambda k, m, ms=ms: m in ms)}
                     for c, ms in sorted(classes.items(), key=lambda kv: order.index(kv[0]))]
     layout = _layout(jobs, job_tok, specs, local, gpu_s, load_s, job_minutes * 60.0 * budget_fraction)
+    keys = {(k, kind): v for k, w in studies.items() for kind, v in getattr(w, "chunk_keys", {}).items()}
+    for c in layout["chunking"]:
+        rule, key, what = keys.get((c["study"], c["kind"]), (None, None, None))
+        c.update(rule=rule, config_key=key,
+                 config_value=(c["units_per_job_recommended"] if what == "units" else
+                               c["jobs_per_series_recommended"] if what == "jobs" else None))
+    over = over_limit(layout, job_minutes, keys, budget_fraction)
     notes += [f"{c['study']}: even one unit per {c['kind']} job takes more than {budget_fraction:.0%} of "
               f"{job_minutes:.0f} minutes in the 'long' scenario" for c in layout["chunking"] if not c["fits"]]
     return {
         "studies": per_study, "models": models, "roles": by_role, "size_classes": size_classes,
         "totals": {"tokens": sum_tok(lambda k, m, r: True), "gpu_hours": hours(lambda k, m: True)},
         "layout": {"job_minutes": job_minutes, "budget_fraction": budget_fraction, **layout},
+        "over_limit": over,
         "assumptions": {**asdict(tp), "peak_bf16_tflops": PEAK_BF16_TFLOPS},
         "notes": notes,
     }
@@ -284,6 +295,7 @@ def _layout(jobs, job_tok, specs, local, gpu_s, load_s, budget_s: float) -> dict
         chunking.append({"study": key, "kind": kind, "units_per_job_now": now, "units_per_job_recommended": units,
                          "jobs_now": sum(1 for (k, kd, _) in jobs if (k, kd) == (key, kind)),
                          "jobs_recommended": sum(math.ceil(t / units) for t in totals.values()),
+                         "jobs_per_series_recommended": max(math.ceil(t / units) for t in totals.values()),
                          "fits": fit >= 1})
         for (k, kd, _), row in rows.items():
             if (k, kd) == (key, kind) and row["_per_unit"]:
@@ -295,6 +307,32 @@ def _layout(jobs, job_tok, specs, local, gpu_s, load_s, budget_s: float) -> dict
             row["max_minutes"] = {sc: None for sc in SCENARIOS}
         out.append(row)
     return {"rows": out, "chunking": chunking}
+
+
+def over_limit(layout: dict, job_minutes: float, keys: dict | None = None,
+               budget_fraction: float = 0.5) -> list[str]:
+    """One message per (study, kind, local GPU models) row whose fullest job runs past
+    ``job_minutes`` in the 'long' scenario: the Snakemake rule, the config key that splits its work
+    and the recommended value (the chunking advice), or that no key splits it."""
+    keys = keys or {}
+    advice = {(c["study"], c["kind"]): c for c in layout["chunking"]}
+    out = []
+    for r in layout["rows"]:
+        long = (r["max_minutes"] or {}).get("long")
+        if long is None or long <= job_minutes:
+            continue
+        c = advice.get((r["study"], r["kind"]), {})
+        rule, key, _ = keys.get((r["study"], r["kind"]), (f"{r['study']}_{r['kind']}", None, None))
+        head = (f"rule {rule} ({r['study']} {r['kind']} jobs on {r['models']}): the fullest job takes "
+                f"{long:.0f} minutes in the 'long' scenario, over the {job_minutes:.0f}-minute limit")
+        if key and c.get("config_value") is not None:
+            out.append(f"{head}: set {key} to {c['config_value']} (now {c['units_per_job_now']:.0f} units per job; "
+                       f"{c['units_per_job_recommended']} units per job keep it within "
+                       f"{budget_fraction:.0%} of the limit"
+                       + ("" if c.get("fits") else ", or as close as one unit per job gets") + ")")
+        else:
+            out.append(f"{head}: no config key splits its work (its study sizes it as one unit)")
+    return out
 
 
 # ---- presentation ---------------------------------------------------------------------
@@ -365,6 +403,8 @@ def format_report(s: dict[str, Any]) -> str:
                              f"{c['jobs_now']:,}", f"{c['jobs_recommended']:,}"] for c in lay["chunking"]],
                            ["study", "kind", "units/job now", "units/job recommended", "jobs now",
                             "jobs (recommended)"]))
+    if s.get("over_limit"):
+        lines += ["", "OVER THE TIME LIMIT ('long' scenario):"] + [f"  - {m}" for m in s["over_limit"]]
     a = s["assumptions"]
     lines += ["", "Assumptions (docs/scaling.md): tokens/s per GPU = efficiency x peak bf16 FLOP/s / (2 x params); "
               f"prefill efficiency {a['prefill_mfu']}, decode {a['decode_mfu']}; tensor-parallel efficiency "

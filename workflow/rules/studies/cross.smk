@@ -139,35 +139,125 @@ rule cross_answer:
         " --out {output.answers} --accounting {output.accounting} 2> {log}"
 
 
-rule cross_score:
-    input:
-        unpack(lambda wc: cross_wiring.score_inputs(config, L, wc.benchmark)),
-    output:
-        scores=cross_paths.scores(L, "{benchmark}"),
-        contexts=cross_paths.scores(L, "{benchmark}", "contexts.parquet"),
-        verdicts=cross_paths.scores(L, "{benchmark}", "verdicts.jsonl"),
-        accounting=cross_paths.scores(L, "{benchmark}", "accounting.json"),
-    log:
-        L.log("cross/score/{benchmark}.log"),
-    wildcard_constraints:
-        benchmark=alternatives(cross_benchmarks(config)),
-    conda:
-        conda_env(models=cross_wiring.score_models(config))
-    threads: config["threads"]["simulate"]
-    resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=max(
-            [gpu_resources(m)["gpu"] for m in cross_wiring.score_models(config)] or [0]
-        ),
-    params:
-        answers=lambda wc: cross_wiring.score_answers_arg(config, L, wc.benchmark),
-        args=lambda wc: cross_wiring.score_args(config, wc.benchmark, PROMPTS),
-        registry=REGISTRY,
-        cache=CACHE,
-        prompts_dir=PROMPTS,
-    shell:
-        "convrag cross score --tasks {input.tasks} --answers {params.answers} --corpora {input.corpora}"
-        " {params.args} --prompts-dir {params.prompts_dir} --registry {params.registry} --cache {params.cache}"
-        " --threads {threads} --out {output.scores} --contexts {output.contexts}"
-        " --verdicts {output.verdicts} --accounting {output.accounting} 2> {log}"
+# cross.score_chunks > 1: the scoring of a benchmark split over that many jobs (every n-th answer
+# file each), joined by a merge job into the same outputs
+if CROSS["score_chunks"] == 1:
+
+    rule cross_score:
+        input:
+            unpack(lambda wc: cross_wiring.score_inputs(config, L, wc.benchmark)),
+        output:
+            scores=cross_paths.scores(L, "{benchmark}"),
+            contexts=cross_paths.scores(L, "{benchmark}", "contexts.parquet"),
+            verdicts=cross_paths.scores(L, "{benchmark}", "verdicts.jsonl"),
+            accounting=cross_paths.scores(L, "{benchmark}", "accounting.json"),
+        log:
+            L.log("cross/score/{benchmark}.log"),
+        wildcard_constraints:
+            benchmark=alternatives(cross_benchmarks(config)),
+        conda:
+            conda_env(models=cross_wiring.score_models(config))
+        threads: config["threads"]["simulate"]
+        resources:
+            mem_mb=16000,
+            runtime=240,
+            gpu=max(
+                [gpu_resources(m)["gpu"] for m in cross_wiring.score_models(config)]
+                or [0]
+            ),
+        params:
+            answers=lambda wc: cross_wiring.score_answers_arg(config, L, wc.benchmark),
+            args=lambda wc: cross_wiring.score_args(config, wc.benchmark, PROMPTS),
+            registry=REGISTRY,
+            cache=CACHE,
+            prompts_dir=PROMPTS,
+        shell:
+            "convrag cross score --tasks {input.tasks} --answers {params.answers} --corpora {input.corpora}"
+            " {params.args} --prompts-dir {params.prompts_dir} --registry {params.registry} --cache {params.cache}"
+            " --threads {threads} --out {output.scores} --contexts {output.contexts}"
+            " --verdicts {output.verdicts} --accounting {output.accounting} 2> {log}"
+
+else:
+
+    rule cross_score_chunk:
+        input:
+            unpack(lambda wc: cross_wiring.score_inputs(config, L, wc.benchmark)),
+        output:
+            scores=cross_paths.score_chunk(L, "{benchmark}", "{chunk}"),
+            contexts=cross_paths.score_chunk(
+                L, "{benchmark}", "{chunk}", "contexts.parquet"
+            ),
+            verdicts=cross_paths.score_chunk(
+                L, "{benchmark}", "{chunk}", "verdicts.jsonl"
+            ),
+            accounting=cross_paths.score_chunk(
+                L, "{benchmark}", "{chunk}", "accounting.json"
+            ),
+        log:
+            L.log("cross/score/{benchmark}/chunk{chunk}.log"),
+        wildcard_constraints:
+            benchmark=alternatives(cross_benchmarks(config)),
+            chunk=r"\d+",
+        conda:
+            conda_env(models=cross_wiring.score_models(config))
+        threads: config["threads"]["simulate"]
+        resources:
+            mem_mb=16000,
+            runtime=240,
+            gpu=max(
+                [gpu_resources(m)["gpu"] for m in cross_wiring.score_models(config)]
+                or [0]
+            ),
+        params:
+            answers=lambda wc: cross_wiring.score_answers_arg(config, L, wc.benchmark),
+            args=lambda wc: cross_wiring.score_args(config, wc.benchmark, PROMPTS),
+            registry=REGISTRY,
+            cache=CACHE,
+            prompts_dir=PROMPTS,
+            chunks=CROSS["score_chunks"],
+        shell:
+            "convrag cross score --tasks {input.tasks} --answers {params.answers} --corpora {input.corpora}"
+            " {params.args} --prompts-dir {params.prompts_dir} --registry {params.registry} --cache {params.cache}"
+            " --threads {threads} --chunk {wildcards.chunk} --chunks {params.chunks} --out {output.scores} --contexts {output.contexts}"
+            " --verdicts {output.verdicts} --accounting {output.accounting} 2> {log}"
+
+    rule cross_score_merge:
+        input:
+            scores=expand(
+                cross_paths.score_chunk(L, "{{benchmark}}", "{chunk}"),
+                chunk=range(CROSS["score_chunks"]),
+            ),
+            contexts=expand(
+                cross_paths.score_chunk(
+                    L, "{{benchmark}}", "{chunk}", "contexts.parquet"
+                ),
+                chunk=range(CROSS["score_chunks"]),
+            ),
+            verdicts=expand(
+                cross_paths.score_chunk(
+                    L, "{{benchmark}}", "{chunk}", "verdicts.jsonl"
+                ),
+                chunk=range(CROSS["score_chunks"]),
+            ),
+            accounting=expand(
+                cross_paths.score_chunk(
+                    L, "{{benchmark}}", "{chunk}", "accounting.json"
+                ),
+                chunk=range(CROSS["score_chunks"]),
+            ),
+        output:
+            scores=cross_paths.scores(L, "{benchmark}"),
+            contexts=cross_paths.scores(L, "{benchmark}", "contexts.parquet"),
+            verdicts=cross_paths.scores(L, "{benchmark}", "verdicts.jsonl"),
+            accounting=cross_paths.scores(L, "{benchmark}", "accounting.json"),
+        log:
+            L.log("cross/score/{benchmark}.log"),
+        wildcard_constraints:
+            benchmark=alternatives(cross_benchmarks(config)),
+        conda:
+            CONDA_ENVS["cpu"]
+        shell:
+            "convrag cross merge-scores --scores {input.scores} --contexts {input.contexts}"
+            " --verdicts {input.verdicts} --accounting {input.accounting} --out {output.scores}"
+            " --out-contexts {output.contexts} --out-verdicts {output.verdicts}"
+            " --out-accounting {output.accounting} 2> {log}"

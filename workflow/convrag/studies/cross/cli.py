@@ -81,6 +81,8 @@ def cmd_score(a):
     from convrag.records import Passage, TurnTask, read_records
     from convrag.studies.cross import score as sc
 
+    if a.chunks > 1:  # one of cross.score_chunks jobs: every n-th answer file
+        a.answers = a.answers[a.chunk::a.chunks]
     with Job(a.registry, a.cache, a.threads) as job:
         tasks = {t.task_id: t for t in read_records(a.tasks, TurnTask)}
         records = sc.final_records(a.answers, read_jsonl)
@@ -123,6 +125,25 @@ def cmd_score(a):
     long = sc.long_frame(rows)
     write_outputs([(a.verdicts, lambda p: write_jsonl(p, verdicts)), (a.contexts, lambda p: write_parquet(ctx, p)),
                    (a.accounting, lambda p: write_json(p, acc)), (a.out, lambda p: write_parquet(long, p))])
+
+
+def cmd_merge_scores(a):
+    """The chunks of one benchmark's scoring (cross.score_chunks) joined: rows and verdicts in chunk
+    order, accounting summed (per-cell answer accounting united)."""
+    import pandas as pd
+
+    from convrag.io import read_json, read_jsonl, write_json, write_jsonl, write_parquet
+    from convrag.rag.jobs import write_outputs
+    from convrag.studies.cross import score as sc
+
+    parts = [read_json(p) for p in a.accounting]
+    acc = sc.merge_accounting(parts)
+    long = pd.concat([pd.read_parquet(p) for p in a.scores], ignore_index=True)
+    ctx = pd.concat([pd.read_parquet(p) for p in a.contexts], ignore_index=True)
+    verdicts = [v for p in a.verdicts for v in read_jsonl(p)]
+    write_outputs([(a.out_verdicts, lambda p: write_jsonl(p, verdicts)),
+                   (a.out_contexts, lambda p: write_parquet(ctx, p)),
+                   (a.out_accounting, lambda p: write_json(p, acc)), (a.out, lambda p: write_parquet(long, p))])
 
 
 # help of the options below that convrag.cliargs.COMMON_HELP words too generally ("stage.dest" or "dest")
@@ -184,5 +205,14 @@ def add_cli(sub) -> None:
     s.add_argument("--content-max-tokens", type=int, default=24)
     s.add_argument("--partial-insufficient", action="store_true")
     s.add_argument("--threads", type=int, default=None)
+    s.add_argument("--chunk", type=int, default=0, help="this job's chunk (0-based) of --chunks")
+    s.add_argument("--chunks", type=int, default=1, help="scoring jobs of the benchmark (every n-th answer file)")
+
+    s = sub.add_parser("merge-scores", help="one benchmark's scoring chunks joined (cross.score_chunks)")
+    s.set_defaults(fn=cmd_merge_scores)
+    for k in ("scores", "contexts", "verdicts", "accounting"):
+        s.add_argument(f"--{k}", nargs="+", required=True, help=f"the chunks' {k} files, in chunk order")
+    for k in ("out", "out-contexts", "out-verdicts", "out-accounting"):
+        s.add_argument(f"--{k}", required=True)
     fill_help(sub, HELP)
 

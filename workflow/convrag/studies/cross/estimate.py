@@ -58,6 +58,8 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
     mcfg, c = measured["config"], config[KEY]
     pools = _measure(mcfg, measured["results"])
     out, measured_any = new_worklist(pools, KEY, measured["results"])
+    out.chunk_keys["score"] = ("cross_score_chunk" if c.get("score_chunks", 1) > 1 else "cross_score",
+                               "cross.score_chunks", "jobs")
     if not measured_any:
         return out
     notes = out.notes
@@ -72,13 +74,14 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
             notes.append(f"benchmark {b}: its answer and scoring jobs are not sized: {why}")
     calls: dict[str, float] = {}
 
-    def add(kind, job, model, role, key, units, cap, delta=0.0, scale=1.0, prole=None):
+    def add(kind, job, model, role, key, units, cap, delta=0.0, scale=1.0, prole=None, series=None):
         per = pools.per_unit(key, prole or role)
         if per is None:
             notes.append(f"{kind} jobs: the {role} ({model}) is not sized: no measured {kind} job has a "
                          f"'{prole or role}' accounting (the measured grid runs no such cell)")
             return
-        out.extend(work(KEY, kind, job, model, role, per.scaled(scale), units, cap, delta))
+        out.extend(work(KEY, kind, job, model, role, per.scaled(scale), units, cap, delta,
+                        series=series or "", chunk_units=units if series else 0.0))
         calls[role] = calls.get(role, 0.0) + per.requests * scale * units
 
     answered: dict[str, float] = {}
@@ -91,13 +94,16 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
         b = j["benchmark"]
         if tasks[b] is None:
             continue
-        if st == "score":
-            for role, model in (("answer_correctness", c["judge"]["model"]), ("worse_labels_content",
-                                                                             c["content"]["model"])):
-                if model:
-                    cap = c[SCORE_ROLES[role]]["max_tokens"]
-                    add("score", f"score/{b}", model, role, ("score",), answered.get(b, 0.0), cap,
-                        scale=k_t / k_m if role == "worse_labels_content" else 1.0)
+        if st == "score":  # cross.score_chunks jobs share the benchmark's final answers evenly
+            n = c.get("score_chunks", 1)
+            for k in range(n):
+                for role, model in (("answer_correctness", c["judge"]["model"]), ("worse_labels_content",
+                                                                                 c["content"]["model"])):
+                    if model:
+                        cap = c[SCORE_ROLES[role]]["max_tokens"]
+                        add("score", f"score/{b}" + (f"/chunk{k}" if n > 1 else ""), model, role, ("score",),
+                            answered.get(b, 0.0) / n, cap, scale=k_t / k_m if role == "worse_labels_content" else 1.0,
+                            series=f"score/{b}")
             continue
         what = f"answer/{b}/{j['retriever']}/{j['policy']}/{j['reader']}/{j['delivery']}"
         closed = is_closed_book(config, j["retriever"])
@@ -119,7 +125,8 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
         "grid": f"{len(answer_jobs(config)):,} answer jobs over {len(benchmarks(config))} benchmarks ("
                 + ", ".join(f"{b} {n:,.0f} tasks / {n_domains[b]} domains" for b, n in tasks.items() if n is not None)
                 + "); " + ", ".join(f"{r} {v:,.0f} calls" for r, v in calls.items()),
-        "units": "tasks per answer job (all the benchmark's domains); final answers per scoring job",
+        "units": "tasks per answer job (all the benchmark's domains); final answers per scoring job (the "
+                 f"benchmark's over cross.score_chunks, now {c.get('score_chunks', 1)})",
         "passages": f"{ptok:.0f} tokens per passage ({how}); top_k {k_t} (measured {k_m})"})
     # notes of the same cause once
     out.notes[:] = list(dict.fromkeys(out.notes))

@@ -33,3 +33,9 @@ def scores(L: Layout, benchmark: str, ext: str = "parquet") -> str:
     """``parquet`` (one row per scored item and metric), ``verdicts.jsonl`` (every judge verdict),
     ``contexts.parquet`` (qrels vs content label per context), ``accounting.json``."""
     return f"{root(L)}/scores/{benchmark}.{ext}"
+
+
+def score_chunk(L: Layout, benchmark: str, chunk, ext: str = "parquet") -> str:
+    """One scoring chunk's outputs (``cross.score_chunks`` > 1): every n-th answer file of the
+    benchmark, joined into ``scores`` by the merge job."""
+    return f"{root(L)}/scores/{benchmark}/chunk{chunk}.{ext}"

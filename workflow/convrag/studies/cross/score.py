@@ -196,3 +196,21 @@ def sum_accounting(parts: list[dict]) -> dict:
             elif isinstance(v, (int, float)) and not isinstance(v, bool):
                 out[k] = out.get(k, 0) + v
     return out
+
+
+def merge_accounting(parts: list[dict]) -> dict:
+    """The accounting of scoring chunks as one job's: numeric leaves summed (``sum_accounting``),
+    each non-numeric leaf kept from the first chunk that has it."""
+    out = sum_accounting(parts)
+
+    def fill(dst: dict, src: dict) -> None:
+        for k, v in src.items():
+            if isinstance(v, dict):
+                if isinstance(dst.get(k), dict):
+                    fill(dst[k], v)
+            elif k not in dst:
+                dst[k] = v
+
+    for part in parts:
+        fill(out, part)
+    return out

@@ -355,6 +355,7 @@ def estimate(config: dict, measured: dict, throughput=None) -> WorkList:
             else:  # summaries keep their measured lengths (their budget is a retriever param)
                 one_time("index", f"indexes/{c}/{r}", retriever_llm(config, r), "index_build",
                          m.build[kinds[r]].per_unit() if kinds[r] in m.build else None, n, None, f"index {r} of {c}")
+    out.chunk_keys["simulate"] = ("lic_rag_simulate", "lic_rag.chunk_size", "units")
     n_q = sum(config["datasets"][d]["n_questions"] for d in lic["datasets"])
     out.facts.update({
         "grid": f"{len(lic['datasets'])} datasets ({n_q:,} questions) x {len(lic['models'])} models x "
