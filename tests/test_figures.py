@@ -236,3 +236,92 @@ def test_comparison_marks_of_issue_45(tmp_path, monkeypatch):
     texts = [t for t in drawn["fig"].axes[0].texts if t.get_text() == "\u0394 +.10"]
     assert texts and texts[0].get_fontweight() == "bold"
     assert any("content minus qrels" in t.get_text() for t in drawn["fig"].texts)
+
+
+# ---- lic_rag: Figure 8's intervals, the study's order of conditions ------------------------------
+
+
+def _capture(monkeypatch, name: str) -> dict:
+    """The frame and keywords a lic_rag figure hands ``figures.<name>`` (nothing drawn)."""
+    got = {}
+
+    def fake(df, stem, **kw):
+        got.update(df=df.copy(), **kw)
+
+    monkeypatch.setattr(figures, name, fake)
+    return got
+
+
+def test_lic_rag_figure8_draws_the_falls_intervals(monkeypatch):
+    """Figure 8 by hand: with retrieval, FULL ceiling .50 / floor .30, SHARDED .48 / .22 with
+    falls .02 [.01, .03] and .08 [.07, .09]: the SHARDED bars' whiskers are FULL's level minus the
+    interval (.47 to .49, .21 to .23), FULL's have none, and the note gives both falls in points."""
+    from convrag.studies.lic_rag.targets import CEILING_FLOOR_BARS, _fig_ceiling_floor
+
+    df = pd.DataFrame([
+        {"dataset": "d", "retrieval": "closed book", "condition": "FULL", "ceiling": 0.3, "floor": 0.2},
+        {"dataset": "d", "retrieval": "closed book", "condition": "SHARDED", "ceiling": 0.26, "floor": 0.16,
+         "ceiling_fall": 0.04, "ceiling_fall_ci_low": -0.01, "ceiling_fall_ci_high": 0.09,
+         "floor_fall": 0.04, "floor_fall_ci_low": 0.03, "floor_fall_ci_high": 0.05},
+        {"dataset": "d", "retrieval": "with retrieval", "condition": "FULL", "ceiling": 0.5, "floor": 0.3},
+        {"dataset": "d", "retrieval": "with retrieval", "condition": "SHARDED", "ceiling": 0.48, "floor": 0.22,
+         "ceiling_fall": 0.02, "ceiling_fall_ci_low": 0.01, "ceiling_fall_ci_high": 0.03,
+         "floor_fall": 0.08, "floor_fall_ci_low": 0.07, "floor_fall_ci_high": 0.09}])
+    got = _capture(monkeypatch, "grouped_bars")
+    _fig_ceiling_floor(df, "unused")
+    bars = got["df"].set_index(["retrieval", "bar"])
+    assert list(dict.fromkeys(got["df"].retrieval)) == ["with retrieval", "closed book"]
+    assert got["hue_order"] == list(CEILING_FLOOR_BARS.values()) and got["lo"] == "lo" and got["hi"] == "hi"
+    sh_c, sh_f = bars.loc[("with retrieval", "SHARDED: ceiling (P90)")], bars.loc[("with retrieval", "SHARDED: floor (P10)")]
+    assert (sh_c.f1, sh_c.lo, sh_c.hi) == pytest.approx((0.48, 0.47, 0.49))
+    assert (sh_f.f1, sh_f.lo, sh_f.hi) == pytest.approx((0.22, 0.21, 0.23))
+    assert bars.loc[("with retrieval", "FULL: ceiling (P90)"), ["lo", "hi"]].isna().all()
+    assert got["notes"][("d", "with retrieval")] == ("ceiling 2.0\n[1.0, 3.0]\nfloor 8.0\n[7.0, 9.0]", True)
+    # the closed book's ceiling interval holds 0, its floor's does not: bold
+    assert got["notes"][("d", "closed book")] == ("ceiling 4.0\n[-1.0, 9.0]\nfloor 4.0\n[3.0, 5.0]", True)
+
+
+def test_lic_rag_figures_order_conditions_as_the_study(monkeypatch, tmp_path):
+    """Conditions FULL, CONCAT, SHARDED, RECAP, SNOWBALL and policies none, history, current,
+    whatever the data's (alphabetical) order: in recall_by_turn's lines and legend, the
+    aptitude scatter's colours and legend, and the category bars' x."""
+    from convrag.studies.lic_rag import targets as T
+
+    cells = [("SNOWBALL", "current"), ("RECAP", "history"), ("SHARDED", "current"), ("SHARDED", "history"),
+             ("CONCAT", "none"), ("FULL", "none")]
+    apt = pd.DataFrame([{"condition": c, "policy": p, "aptitude": 0.5, "unreliability": 0.1} for c, p in cells])
+    T._fig_reliability(apt, tmp_path / "apt")
+    assert _pixels(tmp_path / "apt.png").size  # drawn
+    got = _capture(monkeypatch, "scatter")
+    T._fig_reliability(apt, "unused")
+    assert got["order"] == ["FULL/none", "CONCAT/none", "SHARDED/history", "SHARDED/current", "RECAP/history",
+                            "SNOWBALL/current"]
+    cat = pd.DataFrame([{"retriever": "bm25", "condition": c, "policy": p, "answer_attempt": 1.0} for c, p in cells])
+    got = _capture(monkeypatch, "stacked_bars")
+    T._fig_categories(cat, "unused")
+    assert list(got["df"].cell) == ["FULL/none", "CONCAT/none", "SHARDED/history", "SHARDED/current",
+                                     "RECAP/history", "SNOWBALL/current"]
+
+
+def test_lines_orders_draw_and_legend_in_the_given_order(tmp_path):
+    df = pd.DataFrame([{"turn": t, "recall": 0.5, "condition": c, "policy": p}
+                       for t in (1, 2) for c in ("RECAP", "SHARDED", "SNOWBALL") for p in ("current", "history")])
+    orders = {"condition": ("SHARDED", "RECAP", "SNOWBALL"), "policy": ("history", "current")}
+    styles = line_styles(df, ["condition", "policy"], orders)
+    assert styles[("SHARDED", "history")]["color"] == "C0" and styles[("RECAP", "history")]["color"] == "C1"
+    assert styles[("SHARDED", "history")]["ls"] == "-" and styles[("SHARDED", "current")]["ls"] == "--"
+    from matplotlib.figure import Figure
+
+    seen = []
+    real = Figure.legend
+
+    def spy(self, handles, labels, **kw):
+        seen.extend(labels)
+        return real(self, handles, labels, **kw)
+
+    import unittest.mock as mock
+
+    with mock.patch.object(Figure, "legend", spy):
+        lines(df, tmp_path / "l", x="turn", y="recall", group=["condition", "policy"], orders=orders)
+    assert seen == ["SHARDED / history", "SHARDED / current", "RECAP / history", "RECAP / current",
+                    "SNOWBALL / history", "SNOWBALL / current"]

@@ -142,7 +142,7 @@ def grouped_bars(df: pd.DataFrame, stem, *, x: str, hue: str, y: str, lo: str | 
             cells = sub.reindex([(v, h) for v in xs])
             mean = cells[y].to_numpy(dtype=float)
             err = None
-            if lo and hi:
+            if lo and hi and cells[[lo, hi]].notna().any(axis=None):  # a hue without intervals: no empty caps
                 err = np.vstack([mean - cells[lo].to_numpy(dtype=float), cells[hi].to_numpy(dtype=float) - mean])
                 err = np.nan_to_num(np.clip(err, 0, None))
             at = pos + (j - (len(hues) - 1) / 2) * width
@@ -222,11 +222,23 @@ LINESTYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
-def line_styles(df: pd.DataFrame, group: list[str]) -> dict[tuple, dict]:
+def _levels(df: pd.DataFrame, group: list[str], orders: dict | None = None) -> list[list[str]]:
+    """Each ``group`` column's values, those ``orders`` names first in its order (a study's
+    conditions, say), the rest sorted."""
+    return [_ordered(sorted(df[c].astype(str).unique()), [str(v) for v in (orders or {}).get(c, ())])
+            for c in group]
+
+
+def _rank(levels: list[list[str]], key: tuple) -> tuple:
+    return tuple(lv.index(k) if k in lv else len(lv) for lv, k in zip(levels, key))
+
+
+def line_styles(df: pd.DataFrame, group: list[str], orders: dict | None = None) -> dict[tuple, dict]:
     """A distinct look per ``group`` combination: colour from the first column's values, line
     style from the second's, marker from the third's (the second's with two columns), so 30 lines
-    of 5 x 3 x 2 stay apart; with one column, colour and marker both cycle."""
-    levels = [_ordered(sorted(df[c].astype(str).unique())) for c in group]
+    of 5 x 3 x 2 stay apart; with one column, colour and marker both cycle. ``orders``: column ->
+    the values in the order their looks are given (C0 to the first)."""
+    levels = _levels(df, group, orders)
     out = {}
     for key in df[group].astype(str).drop_duplicates().itertuples(index=False):
         ix = [levels[i].index(k) for i, k in enumerate(key)]
@@ -240,7 +252,8 @@ def line_styles(df: pd.DataFrame, group: list[str]) -> dict[tuple, dict]:
 def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: str | None = None,
           ylabel: str = "", ylim=None, n: str | None = None, max_cols: int = 3, xlabel: str = "",
           legend_title: str = "", styles: dict[tuple, dict] | None = None, dodge: float = 0.0,
-          point_labels: str | None = None, refs: pd.DataFrame | None = None) -> tuple[Path, Path]:
+          point_labels: str | None = None, refs: pd.DataFrame | None = None,
+          orders: dict | None = None) -> tuple[Path, Path]:
     """One line of ``y`` over ``x`` per ``group`` combination (``line_styles``), one panel per
     ``panel``. An integer ``x`` gets integer ticks; ``n`` (a count column) puts the range of n
     at each x under its tick, for means over a population that changes along x. Panels wrap at
@@ -249,22 +262,25 @@ def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: st
     units), so lines with equal values do not hide each other. ``point_labels``: a column whose
     value is written once at each x of a panel (a rung's name beside its points). ``refs``:
     horizontal reference lines, rows (panel, label, y), drawn across their panel, grey shades
-    and a line style per label, in the legend (a single-turn baseline under multi-turn lines)."""
+    and a line style per label, in the legend (a single-turn baseline under multi-turn lines).
+    ``orders``: column of ``group`` -> its values in the order lines are drawn and listed in the
+    legend (a study's conditions; others after them, sorted)."""
     _need(df, [x, y, *group] + [c for c in (panel, n, point_labels) if c], "lines")
     df = df.copy()
     panel = panel or "_panel"
     if panel not in df:
         df[panel] = "all"
     panels = _ordered(df[panel])
-    look = {**line_styles(df, group), **(styles or {})}
-    keys = sorted(look)
+    look = {**line_styles(df, group, orders), **(styles or {})}
+    levels = _levels(df, group, orders)
+    keys = sorted(look, key=lambda k: (_rank(levels, k), k))
     fig, axes = _canvas(len(panels), 4.5 if max_cols <= 3 else 3.4, max_cols=max_cols)
     integer_x = pd.api.types.is_integer_dtype(df[x])
     ref_labels = list(dict.fromkeys(refs["label"])) if refs is not None and not refs.empty else []
     for ax, pv in zip(axes, panels):
         sub = df[df[panel] == pv]
-        for key, g in sub.groupby(group, sort=True):
-            key = tuple(map(str, key if isinstance(key, tuple) else (key,)))
+        drawn = [(tuple(map(str, k if isinstance(k, tuple) else (k,))), g) for k, g in sub.groupby(group, sort=True)]
+        for key, g in sorted(drawn, key=lambda kg: keys.index(kg[0])):
             g = g.sort_values(x)
             shift = dodge * (keys.index(key) - (len(keys) - 1) / 2) if dodge else 0.0
             ax.plot(g[x] + shift, g[y], **{"ms": 4, "lw": 1.2, **look[key]}, label=" / ".join(key))
@@ -333,22 +349,26 @@ def small_model_warning(fig: Figure, what: str, models: dict[str, float]) -> Non
 
 def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None, panel: str | None = None,
             xlabel: str = "", ylabel: str = "", diagonal: bool = False, titles: dict | None = None,
-            legend_title: str = "", warn: tuple[str, dict[str, float]] | None = None) -> tuple[Path, Path]:
+            legend_title: str = "", warn: tuple[str, dict[str, float]] | None = None,
+            order=()) -> tuple[Path, Path]:
     """Points (``x``, ``y``), coloured by ``label`` (the same colour in every panel), one panel
     per value of ``panel``; ``diagonal`` draws y = x. Labels drawn later get smaller points on
     top, so points at the same place show as rings rather than hide each other. ``titles``:
     panel value -> its title (a per-panel correlation, say); ``warn``: (what, {model: params_b})
-    for ``small_model_warning``."""
+    for ``small_model_warning``; ``order``: ``label`` values given colours (and the legend) first,
+    in this order (a study's conditions), the others after them, sorted."""
     _need(df, [x, y] + [c for c in (label, panel) if c], "scatter")
     panels = sorted(df[panel].unique(), key=str) if panel else [None]
     fig, axes = _canvas(len(panels), 4.5, 4.0)
-    colours = {k: f"C{j % 10}" for j, k in enumerate(sorted(df[label].unique(), key=str))} if label else {}
+    colours = ({k: f"C{j % 10}" for j, k in enumerate(_ordered(sorted(df[label].unique(), key=str), order))}
+               if label else {})
     vals = pd.concat([df[x], df[y]]).dropna()
     handles = {}
     for ax, p in zip(axes, panels):
         d = df if p is None else df[df[panel] == p]
         order = {k: j for j, k in enumerate(colours)}
-        for key, g in (d.groupby(label, sort=True) if label else [("all", d)]):
+        groups = [(k, d[d[label] == k]) for k in colours if (d[label] == k).any()] if label else [("all", d)]
+        for key, g in groups:
             # 16 to 90 points squared: rings stay visible, the largest does not cover its neighbours
             size = 16 + 74 * (len(colours) - 1 - order.get(key, 0)) / max(1, len(colours) - 1) if label else 18
             j = order.get(key, 0)  # past ten labels the colours repeat: the marker tells them apart

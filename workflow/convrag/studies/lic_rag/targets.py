@@ -16,7 +16,7 @@ from convrag.records import Question, ShardSet, read_records
 from convrag.report.reproduction import reproduction_target
 from convrag.studies.base import Target
 from convrag.studies.lic_rag import analyses as A
-from convrag.studies.lic_rag.plan import CATEGORIES, CONDITIONS, MULTI_TURN
+from convrag.studies.lic_rag.plan import CATEGORIES, CONDITIONS, MULTI_TURN, POLICIES
 
 
 def _scored(fn):
@@ -86,7 +86,8 @@ def _fig_recall(df, stem):
     figures.lines(d, stem, x="turn", y="y", group=["condition", "policy"], panel="panel",
                   max_cols=cols if cols <= 5 else 4, ylabel="recall of the supporting passages", ylim=(0, 1.05),
                   n="count", dodge=0.05, refs=refs.sort_values("label", key=lambda v: v.str.startswith("CONCAT")),
-                  xlabel="turn", legend_title="condition / query policy")
+                  xlabel="turn", legend_title="condition / query policy",
+                  orders={"condition": CONDITIONS, "policy": ("none", *POLICIES)})
 
 
 DECOMPOSITION_PARTS = {"formulation": "formulation loss (FULL - CONCAT)", "delivery": "delivery loss (CONCAT - SHARDED)"}
@@ -135,17 +136,34 @@ def _fig_recovery(df, stem):
                          ylabel="share of FULL-SHARDED gap recovered")
 
 
+def _study_order(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the study's order of conditions (FULL, CONCAT, SHARDED, RECAP, SNOWBALL) and
+    policies (none, history, current), not the alphabet's; other values after them."""
+    ranks = {"condition": CONDITIONS, "policy": ("none", *POLICIES)}
+    cols = [c for c in ranks if c in df]
+    keys = {f"_{c}": df[c].map({v: i for i, v in enumerate(ranks[c])}).fillna(len(ranks[c])) for c in cols}
+    return df.assign(**keys).sort_values(list(keys), kind="stable").drop(columns=list(keys))
+
+
+def _cells_in_order(df: pd.DataFrame) -> list[str]:
+    """The condition/policy cells of ``df`` in the study's order."""
+    d = _study_order(df[["condition", "policy"]].drop_duplicates())
+    return list(d.condition + "/" + d.policy)
+
+
 def _fig_reliability(df, stem):
     from convrag.report import figures
 
     figures.scatter(df.assign(cell=df.condition + "/" + df.policy), stem, x="aptitude", y="unreliability",
-                    label="cell", xlabel="aptitude (P90 of F1 over runs)", ylabel="unreliability (P90 - P10)")
+                    label="cell", xlabel="aptitude (P90 of F1 over runs)", ylabel="unreliability (P90 - P10)",
+                    order=_cells_in_order(df), legend_title="condition / query policy")
 
 
 def _fig_categories(df, stem):
     from convrag.report import figures
 
-    d = df.assign(cell=df.condition + "/" + df.policy)
+    d = _study_order(df)
+    d = d.assign(cell=d.condition + "/" + d.policy)
     figures.stacked_bars(d, stem, x="cell", parts=[*CATEGORIES, "unlabelled"], panel="retriever",
                          ylabel="share of assistant turns")
 
@@ -226,28 +244,80 @@ def _fig_recovery_policy(df, stem):
             f"one per retriever, dataset and condition{span}), so there is no share of a gap to recover; the "
             f"rows and their gaps are in the data file")
     figures.grouped_bars(_panels(df), stem, x="retriever", hue="condition", y="recovery", lo="ci_low", hi="ci_high",
-                         panel="dataset", ylabel="share of the FULL-SHARDED gap recovered")
+                         panel="dataset", ylabel="share of the FULL-SHARDED gap recovered", hue_order=CONDITIONS,
+                         legend_title="condition")
 
 
 def _fig_full_vs_sharded(df, stem):
+    """Figure 7: FULL and SHARDED F1 per retriever and policy; above a group with the gap's
+    interval (the rows over all datasets and LLMs), the gap in F1 points and its 95% interval."""
     from convrag.report import figures
 
-    df = _panels(df)
+    df = _study_order(_panels(df))
     d = df.assign(label=df.retriever + "/" + df.policy)
+    notes = {}
+    for r in d.itertuples(index=False):
+        lo, hi = getattr(r, "gap_ci_low", np.nan), getattr(r, "gap_ci_high", np.nan)
+        if np.isfinite(r.gap) and np.isfinite(lo) and np.isfinite(hi):
+            notes[(r.dataset, r.label)] = (f"gap {_pts(r.gap)}\n[{_pts(lo)}, {_pts(hi)}]", lo > 0 or hi < 0)
     figures.grouped_bars(d.melt(id_vars=["dataset", "label"], value_vars=["f1_full", "f1_sharded"],
                                 var_name="condition", value_name="f1"),
-                         stem, x="label", hue="condition", y="f1", panel="dataset", ylabel="mean F1", ylim=(0, 1))
+                         stem, x="label", hue="condition", y="f1", panel="dataset", ylabel="mean F1",
+                         ylim=(0, 1.15 if notes else 1), hue_labels={"f1_full": "FULL", "f1_sharded": "SHARDED"},
+                         legend_title="condition", xlabel="retriever / query policy", notes=notes,
+                         notes_label="Above a group: the FULL - SHARDED gap in F1 points [95% interval, questions "
+                                     "resampled], on the rows over all datasets and LLMs; bold when it excludes 0."
+                         if notes else "")
+
+
+CEILING_FLOOR_BARS = {("FULL", "ceiling"): "FULL: ceiling (P90)", ("SHARDED", "ceiling"): "SHARDED: ceiling (P90)",
+                      ("FULL", "floor"): "FULL: floor (P10)", ("SHARDED", "floor"): "SHARDED: floor (P10)"}
+
+
+def _pts(v: float) -> str:
+    """An F1 on 0-1 in points, one decimal, never "-0.0"."""
+    t = f"{100 * v:.1f}"
+    return "0.0" if t == "-0.0" else t
 
 
 def _fig_ceiling_floor(df, stem):
+    """Figure 8: per dataset panel, with retrieval, the closed book and each retriever outside the
+    pool along x, the ceiling and the floor under FULL and SHARDED side by side; the SHARDED bars
+    carry the paired 95% interval of their fall from FULL (FULL's level minus the fall's interval:
+    a whisker short of FULL's bar is a fall that excludes 0), and each group says both falls in
+    F1 points with their intervals (bold when they exclude 0), as §B.3 reports them."""
     from convrag.report import figures
 
     df = _panels(df)
-    d = df.assign(label=df.retrieval + "/" + df.condition)
-    figures.grouped_bars(d.melt(id_vars=["dataset", "label"], value_vars=["ceiling", "floor"], var_name="measure",
-                                value_name="f1"),
-                         stem, x="label", hue="measure", y="f1", panel="dataset",
-                         ylabel="F1 over runs (ceiling P90, floor P10)", ylim=(0, 1))
+    first = {"with retrieval": 0, "closed book": 1}
+    df = df.assign(_o=df.retrieval.map(first).fillna(2)).sort_values(["_o", "retrieval"], kind="stable")
+    full = df[df.condition == "FULL"].set_index(["dataset", "retrieval"])
+    bars, notes = [], {}
+    for r in df.itertuples(index=False):
+        for m in ("ceiling", "floor"):
+            lo = hi = np.nan
+            if r.condition == "SHARDED" and (r.dataset, r.retrieval) in full.index:
+                base = float(full.loc[(r.dataset, r.retrieval), m])
+                lo, hi = base - getattr(r, f"{m}_fall_ci_high", np.nan), base - getattr(r, f"{m}_fall_ci_low", np.nan)
+            bars.append({"dataset": r.dataset, "retrieval": r.retrieval, "bar": CEILING_FLOOR_BARS[(r.condition, m)],
+                         "f1": getattr(r, m), "lo": lo, "hi": hi})
+        if r.condition == "SHARDED":
+            parts, bold = [], False
+            for m in ("ceiling", "floor"):
+                fall, lo, hi = (getattr(r, f"{m}_fall{k}", np.nan) for k in ("", "_ci_low", "_ci_high"))
+                if np.isfinite(fall):
+                    parts.append(f"{m} {_pts(fall)}" + (f"\n[{_pts(lo)}, {_pts(hi)}]"
+                                                           if np.isfinite(lo) and np.isfinite(hi) else ""))
+                    bold = bold or (np.isfinite(lo) and (lo > 0 or hi < 0))
+            if parts:
+                notes[(r.dataset, r.retrieval)] = ("\n".join(parts), bold)
+    figures.grouped_bars(pd.DataFrame(bars), stem, x="retrieval", hue="bar", y="f1", lo="lo", hi="hi", panel="dataset",
+                         ylabel="F1 over runs (ceiling P90, floor P10)", ylim=(0, 1.35), xlabel="retrieval",
+                         hue_order=list(CEILING_FLOOR_BARS.values()), legend_title="condition: level", notes=notes,
+                         notes_label="Above each group: the falls FULL - SHARDED of the ceiling and the floor in F1 "
+                                     "points (negative: a rise) [paired 95% interval, questions resampled]; bold when "
+                                     "an interval excludes 0. Whiskers on the SHARDED bars: FULL's level minus that "
+                                     "interval.")
 
 
 def _fig_coverage_by_model(df, stem):
