@@ -26,7 +26,7 @@ def test_targets_attach_reasons_to_the_frame_the_build_returns():
     t = _explained(Target("copies", "table", lambda inputs, ctx: df))
     out = t.build({}, {})
     assert blank_reasons(out)["ci_low"] == {"no context without gold at this rung (n_no_gold = 0)": 1}
-    other = Target("kitagawa", "table", lambda inputs, ctx: df)
+    other = Target("negative_control", "table", lambda inputs, ctx: df)
     assert _explained(other) is other  # no reasons of its own: left to the shared rules
 
 
