@@ -135,17 +135,12 @@ def load_configs(paths: "list[str | Path]", registry: dict | None = None) -> dic
     """Several config files laid over each other as Snakemake merges ``--configfile a b``
     (mappings merged key by key, a later file's lists and scalars replacing), then validated
     once: a miniature overlay (config/miniatures/) is only a config over its paper config."""
+    from convrag.schema import merge_into
+
     paths = [Path(p) for p in paths]
-
-    def merge(a: dict, b: dict) -> dict:
-        out = dict(a)
-        for k, v in b.items():
-            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-        return out
-
     config: dict = {}
     for p in paths:
-        config = merge(config, read_yaml(p) or {})
+        merge_into(config, read_yaml(p) or {})
     return validate_config(config, source=ConfigOrigin(paths), registry=registry)
 
 

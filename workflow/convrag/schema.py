@@ -161,19 +161,21 @@ def typed_overrides(cli_config) -> dict:
     return _typed({k: v for k, v in dict(cli_config or {}).items()})
 
 
+def merge_into(dst: dict, src: dict) -> dict:
+    """``src`` laid over ``dst`` in place as Snakemake merges configs: mappings key by key, a
+    later list or scalar replacing; returns ``dst``."""
+    for k, v in src.items():
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            merge_into(dst[k], v)
+        else:
+            dst[k] = v
+    return dst
+
+
 def apply_overrides(config: dict, cli_config) -> dict:
     """Set the typed ``--config`` values in ``config`` (nested mappings merged key by key, as
     Snakemake merges them), so that ``--config "lic_rag={runs: 1}"`` gives ``runs: 1``."""
-
-    def merge(dst: dict, src: dict) -> None:
-        for k, v in src.items():
-            if isinstance(v, dict) and isinstance(dst.get(k), dict):
-                merge(dst[k], v)
-            else:
-                dst[k] = v
-
-    merge(config, typed_overrides(cli_config))
-    return config
+    return merge_into(config, typed_overrides(cli_config))
 
 
 # ---- where a config key came from ---------------------------------------------------------------
