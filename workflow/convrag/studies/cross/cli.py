@@ -213,6 +213,7 @@ def add_cli(sub) -> None:
     for k in ("scores", "contexts", "verdicts", "accounting"):
         s.add_argument(f"--{k}", nargs="+", required=True, help=f"the chunks' {k} files, in chunk order")
     for k in ("out", "out-contexts", "out-verdicts", "out-accounting"):
-        s.add_argument(f"--{k}", required=True)
+        what = k.removeprefix("out-") if k != "out" else "scores"
+        s.add_argument(f"--{k}", required=True, help=f"the benchmark's joined {what} file")
     fill_help(sub, HELP)
 
