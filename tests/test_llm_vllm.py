@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from convrag.errors import ModelError
+from convrag.errors import ConfigError, ModelError
 from convrag.llm.backends import vllm_backend
 from convrag.llm.backends.vllm_backend import VLLMBackend, request_seed
 from convrag.llm.engine import Engine
@@ -110,6 +110,19 @@ def test_llm_constructor_args(fake_vllm, spec):
                   "tensor_parallel_size": 2,
                   "gpu_memory_utilization": 0.85, "max_model_len": 4096, "dtype": "bfloat16", "seed": 0,
                   "enable_prefix_caching": True}  # on explicitly (issue 14)
+
+
+def test_scheduler_knobs_reach_vllm_and_are_checked(fake_vllm):
+    entry = {"backend": "vllm", "weights": {"hf_repo": "Qwen/Qwen2.5-7B-Instruct"}, "revision": "abc123",
+             "max_num_seqs": 128, "max_num_batched_tokens": 16384}
+    VLLMBackend(parse_registry({"q": entry})["q"])
+    kw = FakeLLM.instances[-1].kwargs
+    assert kw["max_num_seqs"] == 128 and kw["max_num_batched_tokens"] == 16384
+    with pytest.raises(ConfigError, match=r"q\.max_num_seqs: expected a positive integer"):
+        parse_registry({"q": {**entry, "max_num_seqs": 0}})
+    with pytest.raises(ConfigError, match=r"t\.max_num_batched_tokens: a vLLM scheduler setting"):
+        parse_registry({"t": {"backend": "transformers", "weights": {"hf_repo": "x/y"},
+                              "max_num_batched_tokens": 4096}})
 
 
 def test_sampling_params_mapping(fake_vllm, spec):

@@ -40,6 +40,11 @@ class ModelSpec:
     gpu_model: str | None = None
     tensor_parallel: int = 1
     gpu_memory_utilization: float = 0.9
+    # vLLM's scheduler: the most sequences in one step and the most tokens one step computes
+    # (None: vLLM's own default). A grid's short prompts decode faster with more rows per step;
+    # long shared prefixes prefill in fewer steps with a larger token budget.
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
     api_model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
@@ -164,6 +169,12 @@ def _check(spec: ModelSpec) -> None:
             raise ConfigError(f"{w(k)}: expected a non-negative integer, got {v!r}")
     if spec.max_model_len is not None and (not isinstance(spec.max_model_len, int) or spec.max_model_len < 1):
         raise ConfigError(f"{w('max_model_len')}: expected a positive integer, got {spec.max_model_len!r}")
+    for k in ("max_num_seqs", "max_num_batched_tokens"):
+        v = getattr(spec, k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise ConfigError(f"{w(k)}: expected a positive integer or null (vLLM's default), got {v!r}")
+        if v is not None and spec.backend != "vllm":
+            raise ConfigError(f"{w(k)}: a vLLM scheduler setting; this model's backend is {spec.backend}")
     if not isinstance(spec.gpu_memory_utilization, (int, float)) or not 0 < spec.gpu_memory_utilization <= 1:
         raise ConfigError(f"{w('gpu_memory_utilization')}: expected a number in (0, 1]")
     if not isinstance(spec.timeout_s, (int, float)) or spec.timeout_s <= 0:

@@ -129,6 +129,9 @@ class VLLMBackend:
                       enable_prefix_caching=True)
         if spec.max_model_len:
             kwargs["max_model_len"] = spec.max_model_len
+        for k in ("max_num_seqs", "max_num_batched_tokens"):  # unset: vLLM's own default
+            if getattr(spec, k) is not None:
+                kwargs[k] = getattr(spec, k)
         if spec.revision and "hf_repo" in (spec.weights or {}):
             kwargs["revision"] = spec.load_revision()  # a `lock` revision: its recorded commit
             kwargs["tokenizer_revision"] = kwargs["revision"]  # the chat template too, not the branch's
