@@ -121,3 +121,12 @@ def test_only_the_loopback_address_and_a_local_model():
     api = get_spec(load_registry("config/models.yaml"), "gpt-4o-mini")
     with pytest.raises(ConfigError, match="transformers backend, not 'openai'"):
         ModelServer(api)
+
+
+def test_the_server_accepts_a_jobs_burst_of_connections_without_syn_drops():
+    """A job's OpenAI client opens its `concurrency` connections at once; Python's default
+    backlog of 5 drops SYNs past the fifth (the client retries after 1, 3, 7 s, and its 5 s
+    connect timeout then reads as "Connection error"): seen in the lic_rag miniature's OpenIE."""
+    from convrag.llm.serve import LoopbackHTTPServer
+
+    assert LoopbackHTTPServer.request_queue_size >= 64 and LoopbackHTTPServer.daemon_threads

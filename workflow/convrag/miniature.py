@@ -32,10 +32,11 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from convrag.errors import ConfigError
+from convrag.llm.serve import LoopbackHTTPServer
 
 API_ENV = "CONVRAG_MINIATURE_API"        # the loopback OpenAI-compatible endpoint's base URL
 API_KEY_ENV = "CONVRAG_MINIATURE_KEY"    # any value: the endpoint takes every key
@@ -216,8 +217,7 @@ class Mirror:
             def do_HEAD(self):
                 self._serve(False)
 
-        self._httpd = ThreadingHTTPServer((self.host, 0), Handler)
-        self._httpd.daemon_threads = True
+        self._httpd = LoopbackHTTPServer((self.host, 0), Handler)
         threading.Thread(target=self._httpd.serve_forever, name="miniature-mirror", daemon=True).start()
         return f"http://{self.host}:{self._httpd.server_address[1]}"
 

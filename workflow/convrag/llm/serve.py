@@ -77,6 +77,14 @@ def completion(model: str, text: str, finish: str, prompt_tokens: int, completio
                       "total_tokens": prompt_tokens + completion_tokens}}
 
 
+class LoopbackHTTPServer(ThreadingHTTPServer):
+    """Python's default listen backlog is 5: a job's client opening its ``concurrency`` (16)
+    connections at once had some refused ("Connection error", then a retry after backoff)."""
+
+    request_queue_size = 256
+    daemon_threads = True
+
+
 class ModelServer:
     """``start()`` listens on ``host:port`` (port 0: a free one) and returns the base URL
     (``http://127.0.0.1:<port>/v1``); ``stop()`` ends it. One backend, loaded at start; a
@@ -183,8 +191,7 @@ class ModelServer:
         self._backend = make_backend(self.spec)
         self._worker = threading.Thread(target=self._work, name="model-server-batches", daemon=True)
         self._worker.start()
-        self._httpd = ThreadingHTTPServer((self.host, self.port), self._handler())
-        self._httpd.daemon_threads = True
+        self._httpd = LoopbackHTTPServer((self.host, self.port), self._handler())
         self.port = self._httpd.server_address[1]
         threading.Thread(target=self._httpd.serve_forever, name="model-server-http", daemon=True).start()
         return self.url
