@@ -212,9 +212,10 @@ def _write(tmp_path, entries, **top) -> Path:
 @pytest.mark.parametrize("change, message", [
     ({"value": "11.6"}, "'value' must be a number"),
     ({"ci": [12.0, 13.4]}, "'ci' must be \\[low, high\\] around the value 11.6"),
-    ({"scale": "percent"}, "'scale' must be one of points, share, correlation, ratio, count"),
+    ({"scale": "percent"}, "'scale' must be one of points, share, correlation, kappa, ratio, count"),
     ({"scale": "share"}, "value 11.6 is off the share scale"),
     ({"scale": "correlation"}, "value 11.6 is off the correlation scale"),
+    ({"scale": "kappa"}, "value 11.6 is off the kappa scale"),
     ({"kind": "deterministic"}, "a deterministic entry needs a 'tolerance'"),
     ({"tolerance": 0.1}, "'tolerance' is for deterministic entries"),
     ({"ours": None}, "'ours: null' needs a 'reason'"),
@@ -946,6 +947,21 @@ def test_the_report_shows_the_page_under_its_verdict_counts(tmp_path):
     assert html("") == "<p>The caption of a table, <em>as rst</em>.</p>\n"
     rules = (REPO_ROOT / "workflow" / "rules" / "report.smk").read_text()
     assert "page=target_page," in rules  # the rules pass it (a param named after an output: no rerun)
+
+
+def test_a_kappa_has_its_own_scale_not_a_share():
+    """Cohen's and Fleiss' kappa are chance-corrected agreement coefficients (-1 to 1), not shares
+    (issue 41): every kappa entry of the published maps has the scale "kappa" (a share's margin of
+    0.03); raw agreement, a share of identical labels, keeps the share scale."""
+    assert default_margin("kappa", 0.44) == default_margin("share", 0.44) == 0.03
+    entries = [e for s in ("lic_rag", "worse_labels", "coral", "mtrag_un") for e in load_published(published_path(s), s).entries]
+    kappa = [e for e in entries if re.search(r"kappa", f"{e.what} {e.ours.value if e.ours else ''}", re.I)
+             or (e.ours is not None and "kappa" in str(e.ours.where.get("measure", "")))]
+    assert {e.id for e in kappa} >= {"agreement.cohen_kappa_phi4_qwen14b", "agreement.binary_kappa.audit_qwen14b",
+                                     "agreement.fleiss_small_judges", "agreement.kappa_small_vs_audit.min"}
+    assert {e.scale for e in kappa} == {"kappa"}
+    raw = next(e for e in entries if e.id == "agreement.raw_three_label.phi4_qwen14b")
+    assert raw.scale == "share"
 
 
 def test_a_correlation_has_its_own_scale_not_a_share():

@@ -213,8 +213,9 @@ def _per_judge(rows):
 
 
 def test_judge_survival_by_hand():
-    # rows as followups.changed_all writes them (the 258 enumeration): pairwise families name their
-    # two rungs (refusal_rungs) or readers (refusal_readers) in first / second, per-cell ones a reader x rung
+    # rows as followups.changed_all writes them (§4.3's enumeration): pairwise families name their
+    # two rungs (refusal_rungs, the Kitagawa terms) or readers (refusal_readers) in first / second,
+    # per-cell ones a reader x rung
     Q = "qrels"
     changed = _changed([
         ("s", "refusal_rungs", "A", None, "r1", "r2", True, True, Q),     # c1: J1 > 0 on A@r1, A@r2; J2 not on A@r2
@@ -225,6 +226,7 @@ def test_judge_survival_by_hand():
         ("s", "refusal_rungs", "B", None, "r1", "r3", True, False, Q),    # unchanged
         ("s", "auroc_rungs", "A", None, "r1", "r2", True, True, Q),       # not refusal-based
         ("s", "refusal_rungs", "A", None, "r2", "r3", False, False, Q),   # undefined
+        ("s", "kitagawa_rate", "B", None, "r1", "r2", True, True, Q),     # c5: cells B@r1, B@r2 > 0 under both
         ("s", "refusal_gap", "B", "r2", None, None, True, True, "phi"),   # a judge-swap row: not the qrels rows
     ])
     per = _per_judge([
@@ -236,13 +238,13 @@ def test_judge_survival_by_hand():
     out = AJ.judge_survival(changed, per, ["J1", "J2"])
     assert list(out.columns) == AJ.SURVIVAL_COLUMNS
     by = out.set_index("judge")
-    # refusal-based and changed: c1, the A r1->r3 pair, c2, c3, c4 = 5; checkable: all but A r1->r3 = 4
-    assert by["n_refusal_changed"].tolist() == [5, 5, 5] and by["n_checkable"].tolist() == [4, 4, 4]
+    # refusal-based and changed: c1, the A r1->r3 pair, c2, c3, c4, c5 = 6; checkable: all but A r1->r3 = 5
+    assert by["n_refusal_changed"].tolist() == [6, 6, 6] and by["n_checkable"].tolist() == [5, 5, 5]
     c1, c2 = "refusal_rungs:A:r1->r2", "refusal_readers:r1:A->B"
-    c3, c4 = "refusal_gap:B@r2", "contrast_2b_2c:A@r2"
-    assert by.loc["J1", "n_survive"] == 4 and by.loc["J1", "surviving"] == "; ".join([c1, c2, c3, c4])
-    assert by.loc["J2", "n_survive"] == 2 and by.loc["J2", "surviving"] == "; ".join([c2, c3])
-    assert by.loc[AJ.EVERY, "n_survive"] == 2 and by.loc[AJ.EVERY, "surviving"] == "; ".join([c2, c3])
+    c3, c4, c5 = "refusal_gap:B@r2", "contrast_2b_2c:A@r2", "kitagawa_rate:B:r1->r2"
+    assert by.loc["J1", "n_survive"] == 5 and by.loc["J1", "surviving"] == "; ".join([c1, c2, c3, c4, c5])
+    assert by.loc["J2", "n_survive"] == 3 and by.loc["J2", "surviving"] == "; ".join([c2, c3, c5])
+    assert by.loc[AJ.EVERY, "n_survive"] == 3 and by.loc[AJ.EVERY, "surviving"] == "; ".join([c2, c3, c5])
     # the judge-swap rows are another enumeration: asked for, only they count (one row, B@r2 > 0 under both)
     swap = AJ.judge_survival(changed, per, ["J1", "J2"], base="phi").set_index("judge")
     assert swap.loc[AJ.EVERY, "n_checkable"] == 1 and swap.loc[AJ.EVERY, "surviving"] == c3

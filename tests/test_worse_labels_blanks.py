@@ -133,15 +133,19 @@ def test_changed_conclusions_row_kinds_and_estimates():
             {**base, "family": "refusal_gap", "rung": "a", "first": None, "second": None, "est_base": NAN,
              "ci_low_base": NAN, "ci_high_base": NAN, "n_base": 5},
             {**base, "family": "refusal_rungs", "rung": None, "first": "a", "second": "b", "est_base": NAN,
-             "ci_low_base": NAN, "ci_high_base": NAN, "n_base": 0}]
+             "ci_low_base": NAN, "ci_high_base": NAN, "n_base": 0},
+            {**base, "family": "kitagawa_rate", "rung": None, "first": "a", "second": "b", "est_base": NAN,
+             "ci_low_base": NAN, "ci_high_base": NAN, "n_base": 5}]
     r = _reasons("changed_conclusions", rows)
-    assert r["rung"] == {"a comparison between two rungs (first, second)": 2}
+    assert r["rung"] == {"a comparison between two rungs (first, second)": 3}
     assert r["first"] == {"a comparison within one reader and rung: nothing is compared pairwise": 1}
     assert r["ci_low_base"] == {
         "at one of the two rungs the qrels label gives the compared turns one class only: an AUROC is undefined": 1,
         "no context insufficient, or none sufficient, under the qrels label has a status line: "
         "a refusal rate is undefined": 1,
-        "no items to compute it from (n_base = 0)": 1}
+        "no items to compute it from (n_base = 0)": 1,
+        "at one of the two rungs no context has both a status line and a qrels label that keeps it (sufficient or "
+        "insufficient): a Kitagawa term is undefined": 1}
 
 
 def test_ladder_steps_diff_and_intervals():

@@ -72,24 +72,31 @@ def test_dialogue_tied_shares_and_discounted_precision_by_hand():
 
 
 def test_false_miss_origin_with_feedback_by_hand():
+    # MTRAG's feedback counts per TURN (§4.4: passages "the annotators never saw for that turn"):
+    # turn k of conversation conv1 is task conv1<::>k, as human_feedback writes it
     cls = ["other_turn_gold", "other_chunk", "other", "other"]
     docs = ["a", "b", "c", "e"]
-    rows = [("m", f"t{i}", "dense", True, "conv1", "x", docs, cls) for i in range(6)]
-    lab = _l([("m", "t0", "dense", "phi", "yes", [1, 3]),   # other-turn gold first
-              ("m", "t1", "dense", "phi", "yes", [2]),      # other chunk
-              ("m", "t2", "dense", "phi", "yes", [3]),      # c: rejected by the annotators
-              ("m", "t3", "dense", "phi", "partial", [4]),  # partial: not a false miss
-              ("m", "t4", "dense", "phi", "yes", []),       # unstated
-              ("m", "t5", "dense", "phi", "no", [])])       # a true miss: not counted
-    fb = pd.DataFrame([("conv1", 1, "conv1<::>1", "c", "rejected", "x"), ("conv1", 2, "conv1<::>2", "a", "relevant", "x")],
-                      columns=F.HUMAN_COLUMNS)
+    rows = [("m", f"conv1<::>{k}", "dense", True, "conv1", "x", docs, cls) for k in range(1, 9)]
+    lab = _l([("m", "conv1<::>1", "dense", "phi", "yes", [1, 3]),   # other-turn gold first
+              ("m", "conv1<::>2", "dense", "phi", "yes", [2]),      # other chunk
+              ("m", "conv1<::>3", "dense", "phi", "yes", [3]),      # c: rejected at this turn
+              ("m", "conv1<::>4", "dense", "phi", "partial", [4]),  # partial: not a false miss
+              ("m", "conv1<::>5", "dense", "phi", "yes", []),       # unstated
+              ("m", "conv1<::>6", "dense", "phi", "no", []),        # a true miss: not counted
+              ("m", "conv1<::>7", "dense", "phi", "yes", [3]),      # c: rejected at turn 3, never shown at 7
+              ("m", "conv1<::>8", "dense", "phi", "yes", [4])])     # e: shown at this turn, unjudged
+    fb = pd.DataFrame([("conv1", 3, "conv1<::>3", "c", "rejected", "x"), ("conv1", 2, "conv1<::>2", "a", "relevant", "x"),
+                       ("conv1", 8, "conv1<::>8", "e", "unjudged", "x")], columns=F.HUMAN_COLUMNS)
     out = F.false_miss_origin(_c(rows), lab, _ctx({"m": ["dense"]}), fb).iloc[0]
-    assert out["n_false_miss"] == 4
-    assert (out["n_other_turn_gold"], out["n_other_chunk"], out["n_rejected"], out["n_never_seen"],
-            out["n_unstated"], out["n_shown"]) == (1, 1, 1, 0, 1, 0)
-    assert out["n_rejected_only"] == 1 and out["share_rejected"] == pytest.approx(1 / 4)
+    # false misses: turns 1, 2, 3, 5, 7, 8 -> 6
+    assert out["n_false_miss"] == 6
+    assert (out["n_other_turn_gold"], out["n_other_chunk"], out["n_rejected"], out["n_shown"], out["n_never_seen"],
+            out["n_unstated"], out["n_other"]) == (1, 1, 1, 1, 1, 1, 0)
+    # per conversation turn 7 would count as rejected (2 rejected, 2 resting on rejected passages only)
+    assert out["n_rejected_only"] == 1 and out["share_rejected"] == pytest.approx(1 / 6)
+    assert out["share_never_seen"] == pytest.approx(1 / 6)
     no_fb = F.false_miss_origin(_c(rows), lab, _ctx({"m": ["dense"]})).iloc[0]
-    assert not no_fb["has_feedback"] and np.isnan(no_fb["n_never_seen"]) and no_fb["n_other"] == 1
+    assert not no_fb["has_feedback"] and np.isnan(no_fb["n_never_seen"]) and no_fb["n_other"] == 3  # turns 3, 7, 8
 
 
 @pytest.mark.skipif(not SHARED.exists(), reason="../shared/data/mtrag is absent (a fresh clone)")
@@ -139,7 +146,7 @@ def _grid(rng, slice_, rungs, readers, n_turns=12):
     return pd.DataFrame(c), pd.DataFrame(lab), pd.DataFrame(rd)
 
 
-def test_changed_all_counts_258_at_the_paper_shape():
+def test_changed_all_families_of_the_text_at_the_paper_shape():
     rng = np.random.default_rng(1)
     readers = ["q1", "q2", "q3"]
     recor, mtrag = ["bm25_turn", "bm25_hist", "fusion", "dense", "hybrid"], ["qs", "last", "rw", "dense", "hybrid"]
@@ -149,8 +156,15 @@ def test_changed_all_counts_258_at_the_paper_shape():
                compared_rungs={"recor": ["bm25_turn", "bm25_hist", "fusion", "hybrid"]},
                boot={"n_resamples": 20, "seed": 0, "unit": "turn"})
     out = F.changed_all(c, lab, rd, ctx)
-    assert len(out) == 258
-    assert out.groupby("slice").size().to_dict() == {"recor": 108, "mtrag": 150}
+    # §4.3's families: refusal and AUROC between rungs (2 R C(K,2)) and readers (2 K C(R,2)), the
+    # Kitagawa terms of each change of retriever from the first rung (2 R (K - 1)), AUROC against
+    # chance, the refusal gap and the 2b/2c contrast per cell (3 R K); no score-detector gap.
+    # RECOR 36 + 24 + 18 + 36 = 114, MTRAG 60 + 30 + 24 + 45 = 159: 273, not the paper's 258
+    assert len(out) == 273
+    assert out.groupby("slice").size().to_dict() == {"recor": 114, "mtrag": 159}
+    assert set(out["family"]) == {"auroc_rungs", "auroc_readers", "refusal_rungs", "refusal_readers",
+                                  "kitagawa_composition", "kitagawa_rate", "auroc_chance", "refusal_gap",
+                                  "contrast_2b_2c"}
     assert "dense" not in set(out.loc[out["slice"] == "recor", "rung"].dropna())
     # one cell by hand: qrels AUROC (all vs none, part dropped) of q1's p on recor/bm25_turn minus 1/2
     v = c[(c.slice == "recor") & (c.set == "bm25_turn")].merge(rd[(rd.reader == "q1")], on=["slice", "task_id", "set"])
@@ -166,6 +180,50 @@ def test_changed_all_counts_258_at_the_paper_shape():
     want = ref[k["no_gold"]].mean() - ref[~k["no_gold"]].mean()
     row = out[(out.family == "refusal_gap") & (out.slice == "recor") & (out.rung == "bm25_turn") & (out.reader == "q1")]
     assert row["est_base"].iloc[0] == pytest.approx(want)
+
+
+def test_changed_all_kitagawa_terms_by_hand():
+    """One reader, rungs a -> b, four turns. Content label (phi) and refusals:
+    a: t0 yes 0, t1 no 1, t2 no 1, t3 yes 1 -> sufficient .5 refusing .5, insufficient .5 refusing 1;
+    b: t0 yes 0, t1 yes 0, t2 yes 1, t3 no 1 -> sufficient .75 refusing 1/3, insufficient .25 refusing 1.
+    Kitagawa (a = b, the later rung): composition (.75 - .5)(1/3 + 1/2)/2 + (.25 - .5)(1 + 1)/2 = -7/48,
+    rate (1/3 - 1/2)(.75 + .5)/2 + 0 = -5/48; total .5 - .75 = -1/4.
+    qrels: a: t0 all 0, t1 none 1, t2 part (dropped), t3 none 1 -> all 1/3 refusing 0, none 2/3 refusing 1;
+    b: t0 all 0, t1 all 0, t2 none 1, t3 none 1 -> all .5 refusing 0, none .5 refusing 1:
+    composition (.5 - 1/3)(0 + 0)/2 + (.5 - 2/3)(1 + 1)/2 = -1/6, rate 0."""
+    content = {"a": ["yes", "no", "no", "yes"], "b": ["yes", "yes", "yes", "no"]}
+    refused = {"a": [0, 1, 1, 1], "b": [0, 0, 1, 1]}
+    qrels = {"a": ["all", "none", "part", "none"], "b": ["all", "all", "none", "none"]}
+    c, lab, rd = [], [], []
+    for r in ("a", "b"):
+        for t in range(4):
+            c.append(dict(slice="s", task_id=f"t{t}", set=r, dialogue=f"d{t}", no_gold=qrels[r][t] == "none",
+                          qrels_label=qrels[r][t]))
+            lab.append(dict(slice="s", task_id=f"t{t}", set=r, labeller="phi", label=content[r][t]))
+            rd.append(dict(slice="s", task_id=f"t{t}", set=r, reader="q", p_answerable=0.5,
+                           status="UNANSWERABLE" if refused[r][t] else "ANSWERABLE"))
+    out = F.changed_all(pd.DataFrame(c), pd.DataFrame(lab), pd.DataFrame(rd),
+                        _ctx({"s": ["a", "b"]}, readers=["q"], boot={"n_resamples": 50, "seed": 0, "unit": "turn"}))
+    k = out[out["family"].isin(["kitagawa_composition", "kitagawa_rate"])].set_index("family")
+    assert list(k.index) == ["kitagawa_composition", "kitagawa_rate"]
+    assert (k["first"] == "a").all() and (k["second"] == "b").all() and (k["reader"] == "q").all()
+    assert k.loc["kitagawa_composition", "est_other"] == pytest.approx(-7 / 48)
+    assert k.loc["kitagawa_rate", "est_other"] == pytest.approx(-5 / 48)
+    assert k.loc["kitagawa_composition", "est_base"] == pytest.approx(-1 / 6)
+    assert k.loc["kitagawa_rate", "est_base"] == pytest.approx(0.0)
+    assert (k["n_base"] == 4).all() and (k["n_other"] == 4).all()
+    # the same terms as abstention.kitagawa_table's (the stats module's decomposition)
+    from convrag.studies.worse_labels.abstention import kitagawa_table
+
+    kt = kitagawa_table(pd.DataFrame(c), pd.DataFrame(lab), pd.DataFrame(rd),
+                        _ctx({"s": ["a", "b"]}, readers=["q"])).iloc[0]
+    assert (kt["composition"], kt["rate"], kt["total"]) == pytest.approx((-7 / 48, -5 / 48, -0.25))
+    # a stratum absent from one rung (the stats module's convention): F._kitagawa_terms agrees
+    y1, s1, y2, s2 = [1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0], [1.0, 0.0]
+    from convrag.stats.decomposition import kitagawa_from_data
+
+    want = kitagawa_from_data(y2, s2, y1, s1)
+    assert F._kitagawa_terms(y1, s1, y2, s2) == pytest.approx((want["composition_effect"], want["rate_effect"]))
 
 
 # ---- the published numbers the followups tables gained (issue 31): robustness, audit, judge swap ----
@@ -237,7 +295,7 @@ def test_changed_all_judge_swap_by_hand():
     ctx = _ctx({"s": ["r1", "r2"]}, readers=["q1", "q2"], labellers=["phi", "qw"],
                boot={"n_resamples": 20, "seed": 0, "unit": "turn"})
     out = F.changed_all(c, labs, rd, ctx, base="phi", other="qw")
-    # K=2 rungs, R=2 readers: 2*2*1 + 2*2*1 + 4*2*2 = 24 comparisons, all phi -> qw
+    # K=2 rungs, R=2 readers: 2*2*1 + 2*2*1 + 2*2*1 (Kitagawa) + 3*2*2 = 24 comparisons, all phi -> qw
     assert len(out) == 24 and set(out["base_label"]) == {"phi"} and set(out["other_label"]) == {"qw"}
     # auroc_chance of q2 on r2 by hand under each judge (yes vs no: each over its own yes / no contexts)
     from sklearn.metrics import roc_auc_score

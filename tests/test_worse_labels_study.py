@@ -137,7 +137,10 @@ def test_contexts_hand_computed():
     a = df.loc["r|d/c1_turn_1"]
     assert a["doc_ids"] == ["g1", "copy", "g3", "g1#chunk1", "x"]
     assert a["qrels_label"] == "part" and a["n_gold_in"] == 1 and a["n_gold"] == 2 and not a["no_gold"]
-    assert a["doc_classes"] == ["gold", "near_duplicate", "other_turn_gold", "other_chunk", "other"]
+    # "copy" changes one word of g1: word 8-gram containment 3/11 (the 8 of 11 windows holding the
+    # changed word differ), character 5-gram Jaccard .81: a copy for the judge-free count (has_copy,
+    # containment >= .8 or Jaccard >= .7), not a near-duplicate evidence class (containment >= .8, §4.2)
+    assert a["doc_classes"] == ["gold", "other", "other_turn_gold", "other_chunk", "other"]
     assert a["has_copy"] and a["top1"] == 9.0 and a["margin"] == 1.0
     b = df.loc["r|d/c1_turn_2"]
     assert b["qrels_label"] == "none" and b["no_gold"] and not b["has_copy"] and b["ndcg10"] == 0.0
@@ -158,6 +161,20 @@ def test_contexts_hand_computed():
     it = {i["context_id"]: i for i in items}
     assert it["r|d/c1_turn_2"]["passages"] == [texts["x"], texts["y"]] and it["none|d/c1_turn_1"]["passages"] == []
     assert it["gold|d/c2_turn_1"]["reference"] == "answer d/c2_turn_1"
+
+
+def test_near_duplicate_class_is_containment_only():
+    """§4.2: the evidence class "near-duplicate of a gold document" is word 8-gram containment >= .8;
+    the judge-free copy count also takes character 5-gram Jaccard >= .7. "dup" is g in capitals
+    (normalised: identical, containment 1); "jac" changes one word (containment 3/11, Jaccard .81)."""
+    texts = {"g": GOLD_TEXT, "dup": GOLD_TEXT.upper(), "jac": GOLD_TEXT.replace("engineer", "builder"),
+             "x": "Unrelated text about rivers."}
+    t = _task("d/c_turn_1", "d/c", 1, "When was Orvik Theatre founded?", ["g"])
+    runs = {"r": {"d/c_turn_1": {"dup": 3.0, "jac": 2.0}}, "q": {"d/c_turn_1": {"jac": 2.0, "x": 1.0}}}
+    df = build_contexts("s", [t], runs, texts, top_k=5, control=None)[0].set_index("context_id")
+    assert df.loc["r|d/c_turn_1", "doc_classes"] == ["near_duplicate", "other"]
+    assert df.loc["q|d/c_turn_1", "doc_classes"] == ["other", "other"]
+    assert df.loc["r|d/c_turn_1", "has_copy"] and df.loc["q|d/c_turn_1", "has_copy"]  # jac counts as a copy
 
 
 def test_contexts_unknown_document_names_it():

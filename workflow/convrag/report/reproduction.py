@@ -64,10 +64,12 @@ MIN_N = 10  # units (questions, conversations) below which an estimate is inconc
 WIDTH_MARGINS = 4  # an interval wider than this many margins cannot decide
 CAVEAT_KEYS = {"prompts", "models", "readers", "judges", "panel", "runs", "auditor", "expansions"}
 CAVEAT_SUFFIXES = ("_model", "_models", "_reader", "_labeller", "_judge", "_judges", "_samples")
-# points 0-100; share 0-1 (shares, precisions, F1, AUROC, kappa); correlation -1 to 1 (Pearson's or
-# Spearman's r: not a share of anything, though on the same unit scale, its margin a share's); ratio:
-# unbounded (ratios, recovery shares that may pass 1); count: non-negative counts (tokens, calls, contexts)
-SCALES = {"points": 100.0, "share": 1.0, "correlation": 1.0, "ratio": None, "count": None}
+# points 0-100; share 0-1 (shares, precisions, F1, AUROC, raw agreement); correlation -1 to 1 (Pearson's
+# or Spearman's r: not a share of anything, though on the same unit scale, its margin a share's); kappa
+# -1 to 1 (a chance-corrected agreement coefficient: Cohen's, Fleiss', Gwet's AC1; neither a share nor a
+# correlation, its margin a share's); ratio: unbounded (ratios, recovery shares that may pass 1); count:
+# non-negative counts (tokens, calls, contexts)
+SCALES = {"points": 100.0, "share": 1.0, "correlation": 1.0, "kappa": 1.0, "ratio": None, "count": None}
 COLUMNS = ["id", "source", "what", "scale", "published", "published_ci_low", "published_ci_high", "ours",
            "ours_ci_low", "ours_ci_high", "n", "kind", "tolerance", "verdict", "reason", "caveats", "target", "where",
            "prompts"]
@@ -372,8 +374,8 @@ def _fmt(x: float) -> str:
 
 def default_margin(scale: str, published: float) -> float:
     """The difference that matters when nothing else is said (on the published scale): 0.03 of a
-    share or a correlation, 3 points, a tenth of a ratio or count (at least 0.03 or 1)."""
-    if scale in ("share", "correlation"):
+    share, a correlation or a kappa, 3 points, a tenth of a ratio or count (at least 0.03 or 1)."""
+    if scale in ("share", "correlation", "kappa"):
         return 0.03
     if scale == "points":
         return 3.0

@@ -14,14 +14,16 @@ conclusions of §4.3 against each judge ("4 survive").
   The paper's text available to this project does not spell the check out; it is reconstructed
   from what it reports (Table 2's finding that false misses are answered correctly far more
   often than with no documents, and the counts "7 refusal-based, checkable; 4 survive under one
-  judge, 6 under the other"), over the 258 comparisons of ``changed_conclusions``
-  (``followups.changed_all``; its docstring says how that enumeration is reconstructed from the
-  paper's description), the qrels -> content-label rows (``base_label`` qrels):
+  judge, 6 under the other"), over the enumerated comparisons of ``changed_conclusions``
+  (``followups.changed_all``: the families §4.3 lists; its docstring gives the grid), the
+  qrels -> content-label rows (``base_label`` qrels):
 
   - refusal-based changed conclusion: a row of a refusal family, defined and changed (sign or
     significance) between its two labels: ``refusal_rungs`` (one reader, rungs ``first`` and
     ``second``), ``refusal_readers`` (one rung, readers ``first`` and ``second``),
-    ``refusal_gap`` and ``contrast_2b_2c`` (one reader x rung cell);
+    ``refusal_gap`` and ``contrast_2b_2c`` (one reader x rung cell), ``kitagawa_composition`` and
+    ``kitagawa_rate`` (the terms of one reader's refusal change between rungs ``first`` and
+    ``second``);
   - the change comes from relabelling the false misses (no gold, content label sufficient) of
     the comparison's reader x rung cells (two for the pairwise families, one for the per-cell
     ones); it is **checkable** when, under every answer judge, each of its cells has at least
@@ -97,13 +99,15 @@ def answer_judges(contexts, labels, reads_by_judge: Mapping[str, pd.DataFrame], 
     return out.reindex(columns=ANSWER_JUDGES_COLUMNS)
 
 
-REFUSAL_FAMILIES = ("refusal_rungs", "refusal_readers", "refusal_gap", "contrast_2b_2c")
+REFUSAL_FAMILIES = ("refusal_rungs", "refusal_readers", "refusal_gap", "contrast_2b_2c", "kitagawa_composition",
+                    "kitagawa_rate")
+_RUNG_PAIRS = ("refusal_rungs", "kitagawa_composition", "kitagawa_rate")
 
 
 def _cells(r) -> tuple[str, list[tuple[str, str]]]:
     """(name, the reader x rung cells) of one refusal-based comparison row."""
     fam = r.comparison
-    if fam == "refusal_rungs":
+    if fam in _RUNG_PAIRS:
         return f"{fam}:{r.reader}:{r.first}->{r.second}", [(r.reader, r.first), (r.reader, r.second)]
     if fam == "refusal_readers":
         return f"{fam}:{r.rung}:{r.first}->{r.second}", [(r.first, r.rung), (r.second, r.rung)]

@@ -288,7 +288,9 @@ def _score_detectors(df, inputs, ctx):
 
 # ---- the changed conclusions (followups.changed_all) -----------------------------------------------
 
-_AUROC_FAMILIES = ("auroc_rungs", "auroc_readers", "auroc_chance", "detector_gap")
+_AUROC_FAMILIES = ("auroc_rungs", "auroc_readers", "auroc_chance")
+_KITAGAWA = ("at one of the two rungs no context has both a status line and a {label} label that keeps it "
+             "(sufficient or insufficient): a Kitagawa term is undefined")
 _REFUSAL = {"refusal_rungs": "at one of the two rungs no context insufficient under the {label} label has a status line",
             "refusal_readers": "for one of the two readers no context insufficient under the {label} label has a status line",
             "refusal_gap": "no context insufficient, or none sufficient, under the {label} label has a status line",
@@ -365,6 +367,8 @@ def _changed(df, inputs, ctx):
                 return f"the {label} label gives the compared contexts one class only: an AUROC is undefined"
             if fam in _REFUSAL:
                 return _REFUSAL[fam].format(label=label) + ": a refusal rate is undefined"
+            if fam in ("kitagawa_composition", "kitagawa_rate"):
+                return _KITAGAWA.format(label=label)
             return None
         return why
 
@@ -376,12 +380,11 @@ def _changed(df, inputs, ctx):
     def pair_or_cell(col):
         def why(r):
             fam = r["family"]
-            if col == "rung" and fam in ("auroc_rungs", "refusal_rungs"):
+            if col == "rung" and fam in ("auroc_rungs", "refusal_rungs", "kitagawa_composition", "kitagawa_rate"):
                 return "a comparison between two rungs (first, second)"
             if col == "reader" and fam in ("auroc_readers", "refusal_readers"):
                 return "a comparison between two readers (first, second)"
-            if col in ("first", "second") and fam in ("auroc_chance", "refusal_gap", "contrast_2b_2c",
-                                                       "detector_gap"):
+            if col in ("first", "second") and fam in ("auroc_chance", "refusal_gap", "contrast_2b_2c"):
                 return "a comparison within one reader and rung: nothing is compared pairwise"
             return None
         return why

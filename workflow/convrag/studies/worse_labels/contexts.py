@@ -13,7 +13,9 @@ same index or its last). Per context the table records what the labels and analy
 * ``doc_classes`` (one per document, the false-miss evidence classes of the paper's section
   4.2): ``gold``; else the benchmark's own ground truth where it has one (the generated world's
   ``labels.unjudged_answer_docs``: same_thread / near_duplicate / other_chunk / other_turn_gold,
-  and its same-thread negatives); else ``near_duplicate`` (a copy of gold), ``other_turn_gold``
+  and its same-thread negatives); else ``near_duplicate`` (a near-duplicate of a gold document
+  of the turn by word 8-gram containment >= .8 alone, as §4.2 defines the evidence class; the
+  copy count's Jaccard >= .7 alternative makes ``has_copy``, not this class), ``other_turn_gold``
   (gold of another turn of the dialogue), ``other_chunk`` (same page as a gold document: equal
   id once a trailing ``#chunk<n>`` (the world's chunks) or ``<n>.txt`` (BRIGHT's numbered page
   files) is removed), ``same_thread`` (a StackExchange document of the dialogue's thread:
@@ -98,21 +100,27 @@ def build_contexts(slice_: str, tasks: list, runs: dict[str, dict], texts: dict[
                    control: str | None) -> tuple[pd.DataFrame, list[dict]]:
     """(contexts table, reader/judge items). ``runs``: rung -> {task id -> {doc: score}} over all
     domains; ``texts``: doc id -> text of every document a context shows."""
-    from convrag.metrics.overlap import is_copy
+    from convrag.metrics.overlap import CONTAINMENT_THRESHOLD, is_copy
 
     by_dialogue = defaultdict(list)
     for t in tasks:
         by_dialogue[t.conversation_id].append(t)
     rows, items = [], []
-    copy_cache: dict[str, dict[str, bool]] = {}
+    copy_cache: dict[str, dict[str, tuple[bool, bool]]] = {}
 
-    def copy_checker(task):
+    def copy_checker(task, containment_only: bool = False):
+        """doc -> is it a copy of a gold document of the turn: the copy count's rule (word 8-gram
+        containment >= .8 or character 5-gram Jaccard >= .7, §4.2 "Without any judge"), or with
+        ``containment_only`` the evidence class's (containment >= .8, §4.2 "What a false miss
+        contains")."""
         golds = {g: texts[g] for g in task.gold_docs if g in texts}
 
         def check(doc):
             if doc not in copy_cache.setdefault(task.task_id, {}):
-                copy_cache[task.task_id][doc] = bool(doc in texts and golds and is_copy(texts[doc], golds).is_copy)
-            return copy_cache[task.task_id][doc]
+                m = is_copy(texts[doc], golds) if doc in texts and golds else None
+                contained = bool(m and m.is_copy and m.containment >= CONTAINMENT_THRESHOLD - 1e-12)
+                copy_cache[task.task_id][doc] = (bool(m and m.is_copy), contained)
+            return copy_cache[task.task_id][doc][1 if containment_only else 0]
         return check
 
     def text(doc, where):
@@ -123,7 +131,7 @@ def build_contexts(slice_: str, tasks: list, runs: dict[str, dict], texts: dict[
     def add(task, set_, docs, hits=None, ndcg=np.nan):
         other_gold = {d for o in by_dialogue[task.conversation_id] if o.task_id != task.task_id for d in o.gold_docs}
         copies = copy_checker(task)
-        classes = [doc_class(d, task, texts, other_gold, copies) for d in docs]
+        classes = [doc_class(d, task, texts, other_gold, copy_checker(task, containment_only=True)) for d in docs]
         n_in = sum(1 for d in docs if d in task.gold_docs)
         scores = list(hits.values()) if hits else []
         world = task.labels.get("unjudged_answer_docs")

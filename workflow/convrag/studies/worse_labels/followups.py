@@ -15,8 +15,8 @@
 * ``human_feedback`` / ``mtrag_human``: MTRAG's annotator judgments of the passages shown in
   its conversations, and the primary judge's "yes" share on single passages the annotators
   accepted (0.59) or rejected (0.08 [0.06, 0.11]).
-* ``changed_all``: the paper's 258 enumerated comparisons (see its docstring for how the
-  enumeration is reconstructed).
+* ``changed_all``: the comparisons of §4.3's enumeration (the families its text lists; its
+  docstring says over which grid, and why the total is not the paper's 258).
 
 Conventions are ``label_quality``'s and ``abstention``'s (their module docstrings, which give the
 paper's sentences): binary metrics (precision, Youden's J, AUROC, refusal on sufficient or
@@ -403,9 +403,10 @@ def mtrag_human(feedback: pd.DataFrame, labels: pd.DataFrame, ctx: dict) -> pd.D
 def _origin(classes: set[str], support: list[str], seen: dict[str, str]) -> str:
     """One false miss's origin from its supporting documents, first that applies: a gold
     document of another turn, another chunk of a gold page, a near-duplicate of gold, a
-    same-thread document; then, with annotator feedback, a passage the annotators rejected in
-    the conversation, one shown to them without a judgment, one never shown to them; else
-    ``other``; ``unstated`` when the label names no supporting document."""
+    same-thread document; then, with the turn's annotator feedback (``seen``: doc id -> its
+    judgment at this turn), a passage the annotators rejected at this turn, one shown to them at
+    this turn without a judgment, one never shown to them for this turn; else ``other``;
+    ``unstated`` when the label names no supporting document."""
     if not support:
         return "unstated"
     for k in ("other_turn_gold", "other_chunk", "near_duplicate", "same_thread"):
@@ -426,11 +427,15 @@ def false_miss_origin(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, f
     """Table 3's split of false misses by origin: per slice x rung, each false miss of the
     primary labeller (no gold, judged "yes") counted once under ``_origin`` of its supporting documents (``support``
     positions -> ``doc_ids`` / ``doc_classes``). With MTRAG's annotator feedback
-    (``human_feedback``, matched on the context's ``dialogue`` = conversation id) a passage is
-    ``rejected`` when the conversation's annotators turned it down at some turn and never
-    accepted it, ``shown`` when shown without a judgment, ``never_seen`` when never shown; a
-    slice without feedback has those counts NaN (``has_feedback`` False). ``n_rejected_only``:
-    false misses all of whose supporting documents are rejected passages (paper: 1 of 109)."""
+    (``human_feedback``), per TURN, as the text counts them (§4.4: passages "the annotators
+    never saw for that turn"; §4.2: MTRAG records which passages its annotators saw and rejected
+    "for a turn"): matched on the context's ``task_id`` (``<conversation><::><turn>``, the
+    feedback's), a passage is ``rejected`` when that turn's annotators turned it down and did not
+    accept it, ``shown`` when shown at that turn without a judgment, ``never_seen`` when not
+    shown at that turn (a passage shown only at another turn of the conversation counts as never
+    seen for this one). A slice none of whose conversations (``dialogue``) has feedback has
+    those counts NaN (``has_feedback`` False). ``n_rejected_only``: false misses all of whose
+    supporting documents that turn's annotators rejected (paper: 1 of 109)."""
     if _is_empty(contexts, labels):
         return _empty(ORIGIN_COLUMNS)
     where = "false_miss_origin"
@@ -438,17 +443,19 @@ def false_miss_origin(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, f
     c = _contexts(contexts, ["no_gold", "doc_classes", "doc_ids", "dialogue"], where)
     lab = _labels(labels, ctx, where, support=True)
     j = _join(c, lab)
-    seen_by_conv: dict[str, dict[str, str]] = {}
+    seen_by_turn: dict[str, dict[str, str]] = {}  # task id -> doc id -> that turn's judgment
+    convs: set[str] = set()
     if feedback is not None and len(feedback):
-        for conv, g in feedback.groupby(feedback["conversation_id"].astype(str)):
+        convs = set(feedback["conversation_id"].astype(str))
+        for tid, g in feedback.groupby(feedback["task_id"].astype(str)):
             st: dict[str, str] = {}
             for doc, jg in g.groupby("doc_id")["judgment"]:
                 js = set(jg)
                 st[doc] = "relevant" if "relevant" in js else ("rejected" if "rejected" in js else "unjudged")
-            seen_by_conv[conv] = st
+            seen_by_turn[tid] = st
     rows = []
     for s in _slices(c):
-        has_fb = bool(seen_by_conv) and bool(set(c.loc[c["slice"] == s, "dialogue"].astype(str)) & set(seen_by_conv))
+        has_fb = bool(convs) and bool(set(c.loc[c["slice"] == s, "dialogue"].astype(str)) & convs)
         for rung in _ladder(c, ctx, s):
             g = j[(j["slice"] == s) & (j["set"] == rung) & (j["labeller"] == primary)]
             if g.empty:
@@ -460,7 +467,7 @@ def false_miss_origin(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, f
                 classes = _support_classes(r, where)
                 docs = _positions(r["doc_ids"])
                 support = [str(docs[int(p) - 1]) for p in _positions(r["support"])]
-                seen = seen_by_conv.get(str(r["dialogue"]), {}) if has_fb else None
+                seen = seen_by_turn.get(str(r["task_id"]), {}) if has_fb else None
                 counts[_origin(classes, support, seen)] += 1
                 if seen is not None and support and all(seen.get(d) == "rejected" for d in support):
                     rejected_only += 1
@@ -473,13 +480,15 @@ def false_miss_origin(contexts: pd.DataFrame, labels: pd.DataFrame, ctx: dict, f
     return pd.DataFrame(rows, columns=ORIGIN_COLUMNS) if rows else _empty(ORIGIN_COLUMNS)
 
 
-# ---- (e) the 258 comparisons ---------------------------------------------------------------------
+# ---- (e) the enumerated comparisons --------------------------------------------------------------
 
 CHANGED_ALL_COLUMNS = ["slice", "family", "comparison", "reader", "rung", "first", "second", "base_label",
                        "other_label", "est_base", "ci_low_base", "ci_high_base", "n_base", "est_other", "ci_low_other",
                        "ci_high_other", "n_other", "defined", "sign_change", "significance_change", "changed"]
-PAIR_FAMILIES = ("auroc_rungs", "auroc_readers", "refusal_rungs", "refusal_readers")
-CELL_FAMILIES = ("auroc_chance", "refusal_gap", "contrast_2b_2c", "detector_gap")
+PAIR_FAMILIES = ("auroc_rungs", "auroc_readers", "refusal_rungs", "refusal_readers", "kitagawa_composition",
+                 "kitagawa_rate")
+CELL_FAMILIES = ("auroc_chance", "refusal_gap", "contrast_2b_2c")
+KITAGAWA_FAMILIES = ("kitagawa_composition", "kitagawa_rate")
 
 
 def _nanmean(x) -> float:
@@ -498,6 +507,39 @@ def _auroc_minus_half(y, p) -> float:
 
 def _auroc_b_minus_a(y, a, b) -> float:
     return _auroc_ranks(y, b) - _auroc_ranks(y, a)
+
+
+def _kitagawa_terms(y_from, s_from, y_to, s_to) -> tuple[float, float]:
+    """(composition, rate) of refusal_to - refusal_from (``convrag.stats.decomposition.kitagawa``
+    with population a = to, b = from, and its convention for a stratum absent from one
+    population), strata sufficient (s = 1) and insufficient (s = 0); a row with a NaN outcome or
+    stratum is not in its population. NaN when a population is empty. The bootstrap's fast path."""
+    pops = []
+    for y, s in ((y_to, s_to), (y_from, s_from)):
+        y, s = np.asarray(y, dtype=float), np.asarray(s, dtype=float)
+        k = ~np.isnan(y) & ~np.isnan(s)
+        y, s = y[k], s[k]
+        if y.size == 0:
+            return _NAN, _NAN
+        pops.append({v: (float(np.mean(s == v)), float(y[s == v].mean()) if np.any(s == v) else _NAN)
+                     for v in (1.0, 0.0)})
+    a, b = pops
+    comp = rate = 0.0
+    for v in (1.0, 0.0):
+        (wa, ra), (wb, rb) = a[v], b[v]
+        ra = ra if wa > 0 else (rb if wb > 0 else 0.0)
+        rb = rb if wb > 0 else ra
+        rate += (ra - rb) * (wa + wb) / 2.0
+        comp += (wa - wb) * (ra + rb) / 2.0
+    return comp, rate
+
+
+def _kitagawa_composition(y_from, s_from, y_to, s_to) -> float:
+    return _kitagawa_terms(y_from, s_from, y_to, s_to)[0]
+
+
+def _kitagawa_rate(y_from, s_from, y_to, s_to) -> float:
+    return _kitagawa_terms(y_from, s_from, y_to, s_to)[1]
 
 
 def compared_rungs(ctx: dict, slice_: str, rungs: list[str]) -> list[str]:
@@ -527,35 +569,45 @@ def changed_all(contexts, labels, reads, ctx, *, base: str = "qrels", other: str
     labeller, or a second judge for the judge swap), each label over the contexts it keeps
     (the qrels label "all" vs "none", a content label "yes" vs "no", as Figure 3), and whether
     its conclusion changes (sign of two non-zero point estimates, or whether the 95% interval
-    excludes 0).
+    excludes 0). Not a multiple-comparison correction: the paper reports its comparisons
+    uncorrected, the count indicating scale (§5, Limitations).
 
-    The paper gives the count (258), not the list. Its reconstruction here: every comparison
-    of the paper's abstention results (Figure 3's AUROCs, the refusal rates of Tables 2 and 3,
-    the 2b/2c contrast of §4.3, the score detectors of §4.3) over both slices, with the paper's
-    rungs (RECOR: bm25_turn, bm25_hist, fusion, hybrid, ``compared_rungs``; MTRAG: its five)
-    and its three readers. Per slice with K rungs and R readers:
+    The families are the ones §4.3 lists: "refusal rates and AUROC between retrievers and
+    between readers; refusal gaps between insufficient and sufficient contexts and between
+    retrieved insufficient contexts and the gold (the 2b/2c contrast); AUROC against chance;
+    and, for each change of retriever, the composition and rate terms of a Kitagawa
+    decomposition of the refusal change". The text gives the families and the total (258), not
+    the grid each family runs over; here: both slices, the paper's rungs (RECOR: bm25_turn,
+    bm25_hist, fusion, hybrid, ``compared_rungs``; MTRAG: its five) and its three readers. Per
+    slice with K rungs and R readers:
 
-    * four pairwise families, each estimate second - first: ``auroc_rungs`` (per reader, rung
+    * pairwise families, each estimate second - first: ``auroc_rungs`` (per reader, rung
       pairs; AUROC of p(answerable), paired over turns) and ``auroc_readers`` (per rung, reader
       pairs; paired over contexts), ``refusal_rungs`` (per reader, rung pairs) and
       ``refusal_readers`` (per rung, reader pairs), refusal = UNANSWERABLE among the responses
       with a status line on the contexts INSUFFICIENT under the label: 2 R C(K,2) + 2 K C(R,2);
-    * four families per reader x rung cell: ``auroc_chance`` (AUROC - 0.5: does the reader
-      beat chance?), ``refusal_gap`` (refusal on insufficient minus on sufficient contexts),
+    * ``kitagawa_composition`` and ``kitagawa_rate`` (per reader, each change of retriever as
+      ``abstention.kitagawa_table`` makes it: the first rung -> each later rung): the two terms
+      of refusal_to - refusal_from over each rung's labelled contexts with a status line,
+      strata sufficient / insufficient under the label (``_kitagawa_terms``; the turns of both
+      rungs resampled together): 2 R (K - 1);
+    * three families per reader x rung cell: ``auroc_chance`` (AUROC - 0.5: does the reader
+      beat chance?), ``refusal_gap`` (refusal on insufficient minus on sufficient contexts) and
       ``contrast_2b_2c`` (refusal on the contexts the label calls insufficient minus with the
       gold documents over every turn, ``abstention.contrast_2b_2c``'s pooled contrast: the 2b/2c
       question, "does a reader refuse more when its retrieval failed than when it had the
-      gold") and ``detector_gap`` (AUROC for
-      insufficiency of the retrieval score top1_z minus the reader's 1 - p): 4 R K.
+      gold"): 3 R K.
 
-    RECOR (K=4, R=3): 2*3*6 + 2*4*3 + 4*12 = 108; MTRAG (K=5, R=3): 2*3*10 + 2*5*3 + 4*15 = 150;
-    together 258, the paper's count. Which families the paper used is not stated; this choice is
-    the one of the paper's reported analyses whose count matches. Intervals: bootstrap with
-    ``boot`` (dialogue clusters when unit dialogue), ``n_*`` the rows resampled."""
+    RECOR (K=4, R=3): 36 + 24 + 18 + 36 = 114; MTRAG (K=5, R=3): 60 + 30 + 24 + 45 = 159;
+    together 273, not the paper's 258: no grid of these families that the text suggests gives
+    258 (its text does not say which retriever pairs, readers or changes of retriever each
+    family covers). The score detectors' gap (top1_z minus the reader, §4.3 "The wrong detector
+    wins") is not one of the listed families and is not enumerated (``score_detectors`` reports
+    it). Intervals: bootstrap with ``boot`` (dialogue clusters when unit dialogue), ``n_*`` the
+    rows resampled."""
     from convrag.studies.worse_labels import abstention as ab
 
-    d = ab._Data(contexts, labels, reads, ctx, where="changed_all", context_cols=("top1_z",),
-                 read_cols=("status", "p_answerable"))
+    d = ab._Data(contexts, labels, reads, ctx, where="changed_all", read_cols=("status", "p_answerable"))
     other = d.s.primary if other is None else str(other)
     for name, val in (("base", base), ("other", other)):
         if val != ab.QRELS and val not in d.s.labellers:
@@ -634,7 +686,25 @@ def changed_all(contexts, labels, reads, ctx, *, base: str = "qrels", other: str
                     res[lab] = stat([ra[use], rb[use]], _mean_diff, v1["dialogue"].to_numpy()[use])
                 add({"slice": sl, "family": "refusal_readers", "comparison": "refusal_readers", "reader": None,
                      "rung": r, "first": q1, "second": q2}, res)
-        for q in readers:  # the four per-cell families
+        for q in readers:  # kitagawa: each change of retriever, first rung -> each later one
+            for r2 in rungs[1:]:
+                r1 = rungs[0]
+                v1, v2 = views[(r1, q)], views[(r2, q)]
+                turns = v1.index.union(v2.index, sort=False)
+                dia = v1["dialogue"].reindex(turns)
+                dia = dia.where(dia.notna(), v2["dialogue"].reindex(turns)).to_numpy()
+                res = {f: {} for f in KITAGAWA_FAMILIES}
+                for lab in (base, other):
+                    arrays = [x.reindex(turns).to_numpy(dtype=float) for x in
+                              (v1["refused"], d.suff(v1, lab), v2["refused"], d.suff(v2, lab))]
+                    y1, s1, y2, s2 = (~np.isnan(a) for a in arrays)
+                    use = (y1 & s1) | (y2 & s2)
+                    for fam, f in zip(KITAGAWA_FAMILIES, (_kitagawa_composition, _kitagawa_rate)):
+                        res[fam][lab] = stat([a[use] for a in arrays], f, dia[use])
+                for fam in KITAGAWA_FAMILIES:
+                    add({"slice": sl, "family": fam, "comparison": fam, "reader": q, "rung": None, "first": r1,
+                         "second": r2}, res[fam])
+        for q in readers:  # the three per-cell families
             for r in rungs:
                 v = views[(r, q)]
                 dia = v["dialogue"].to_numpy()
@@ -658,11 +728,4 @@ def changed_all(contexts, labels, reads, ctx, *, base: str = "qrels", other: str
                     a = np.where(miss, v["refused"].to_numpy(dtype=float), np.nan)
                     res[lab] = stat([gold, a], _mean_diff, dia)  # rung (failed) - gold (every turn)
                 add({**key, "family": "contrast_2b_2c", "comparison": "contrast_2b_2c"}, res)
-                res = {}
-                for lab in (base, other):
-                    y = 1.0 - d.suff(v, lab).to_numpy()  # 1 = insufficient
-                    sz, sp = -v["top1_z"].to_numpy(dtype=float), 1.0 - v["p"].to_numpy(dtype=float)
-                    k = ~np.isnan(y) & np.isfinite(sz) & np.isfinite(sp)
-                    res[lab] = stat([y[k].astype(int), sp[k], sz[k]], _auroc_b_minus_a, dia[k])  # top1_z - reader
-                add({**key, "family": "detector_gap", "comparison": "detector_gap"}, res)
     return pd.DataFrame(rows, columns=CHANGED_ALL_COLUMNS)

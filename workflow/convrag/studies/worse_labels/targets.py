@@ -281,7 +281,7 @@ def _answer_judges_table(inputs, ctx):
 
 
 def _judge_survival(inputs, ctx):
-    """The refusal-based rows of the 258 comparisons (``followups.changed_all``, qrels -> the
+    """The refusal-based rows of the enumerated comparisons (``followups.changed_all``, qrels -> the
     primary content label) checked under each answer judge."""
     from convrag.studies.worse_labels import answer_judges as AJ
     from convrag.studies.worse_labels import followups
@@ -419,7 +419,7 @@ def _agreement(inputs, ctx):
 
 
 def _changed_all(inputs, ctx):
-    """The 258 comparisons under the qrels label and the primary content label; with two content
+    """The enumerated comparisons under the qrels label and the primary content label; with two content
     judges, the same comparisons again under the first and the second (the paper's judge swap,
     ``base_label`` / ``other_label`` say which rows are which)."""
     from convrag.studies.worse_labels import followups
