@@ -24,6 +24,10 @@ include: "workflow/rules/index.smk"
 include: "workflow/rules/report.smk"
 
 
+# The HTML report's landing page (`snakemake --report report.html`): what the run was.
+report: "workflow/report/workflow.rst"
+
+
 # Rule templates the studies take with `use rule ... from templates as <study>_...`.
 module templates:
     snakefile:

@@ -918,10 +918,11 @@ def test_every_reproduction_target_writes_its_own_page(key):
 
 
 def test_the_report_shows_the_page_under_its_verdict_counts(tmp_path):
-    """``snakemake --report`` renders workflow/report/target.rst with the job's params (Jinja,
-    trim_blocks and lstrip_blocks, then docutils to HTML, as snakemake.report does): a target with
-    a page (params.page: its Markdown file) shows the verdict counts as the description's first
-    paragraph and the page below it as text; the rest show their caption."""
+    """``snakemake --report`` renders workflow/report/target.rst with the job (Jinja, trim_blocks
+    and lstrip_blocks, then docutils to HTML, as snakemake.report does): it shows the Markdown file
+    the job wrote (output md), read after the run, so a target with a page shows the verdict counts
+    as the description's first paragraph and the page below it as text (tests/test_report_html.py:
+    the other targets, whose first line is the caption)."""
     from types import SimpleNamespace
 
     from docutils.core import publish_parts
@@ -930,23 +931,14 @@ def test_the_report_shows_the_page_under_its_verdict_counts(tmp_path):
     _, md = _demo_page(tmp_path)
     template = (REPO_ROOT / "workflow" / "report" / "target.rst").read_text()
     env = Environment(trim_blocks=True, lstrip_blocks=True)
-
-    def html(page, caption="The caption of a table, *as rst*."):
-        rst = env.from_string(template).render(snakemake=SimpleNamespace(params=SimpleNamespace(page=page,
-                                                                                                caption=caption)))
-        return publish_parts(rst, writer_name="html")["body"]
-
-    shown = html(str(md))
+    rst = env.from_string(template).render(snakemake=SimpleNamespace(output=SimpleNamespace(md=str(md))))
+    shown = publish_parts(rst, writer_name="html")["body"]
     counts = "8 published numbers: 1 reproduced, 1 not reproduced, 1 inconclusive, 5 not comparable"
     assert shown.startswith(f"<p>{counts}</p>") and shown.count(counts) == 1
-    assert "The caption of a table" not in shown  # the page has the caption, with its run note and blanks
     block = shown.split('<pre class="literal-block">', 1)[1]
     for text in ("Reproduction of the demo paper", "## Table 2", "## §5.1", "## Figure 3", "## Notes", "t2.outside"):
         assert text in block, text
     assert "System Message" not in shown and "system-message" not in shown
-    assert html("") == "<p>The caption of a table, <em>as rst</em>.</p>\n"
-    rules = (REPO_ROOT / "workflow" / "rules" / "report.smk").read_text()
-    assert "page=target_page," in rules  # the rules pass it (a param named after an output: no rerun)
 
 
 def test_a_kappa_has_its_own_scale_not_a_share():

@@ -173,8 +173,42 @@ def test_every_blank_cell_of_every_caption_has_a_reason(grid):
 
 
 def test_report_builds(grid):
+    """The HTML report carries each target's Markdown caption as the job wrote it, after the run
+    (workflow/report/target.rst): every "Blank cells" sentence of a caption is in the report, and
+    every figure's plotted numbers are an item of their own; the landing page links each study's
+    reproduction page (issue 45)."""
+    import html
+    import re
+
     _snakemake(grid, "--report", str(grid / "report.html"))
-    assert (grid / "report.html").stat().st_size > 10000
+    page = (grid / "report.html").read_text()
+    assert len(page) > 10000
+    results = json.loads(re.search(r"var results = (\{.*?\});\n", page, re.S).group(1))
+    landing = json.loads(re.search(r"var workflow_desc = (\".*?\");\n", page, re.S).group(1))
+
+    def plain(fragment):
+        return " ".join(html.unescape(re.sub(r"<[^>]+>", "", fragment)).split())
+
+    checked = 0
+    for md in sorted((grid / "results").glob("*/*/*.md")):
+        kind = md.parent.name
+        if kind not in ("tables", "figures"):
+            continue
+        first = md.read_text(encoding="utf-8").splitlines()[0]
+        item = str(md.relative_to(grid).with_suffix(".csv" if kind == "tables" else ".png"))
+        assert item in results, item
+        caption = plain(results[item]["caption"]).replace("*", "")
+        # the caption line as docutils shows it: rst's ``literal``, `cited` and *emphasis* marks gone
+        assert plain(html.escape(first)).replace("`", "").replace("*", "") in caption, (item, first[:300])
+        if "Blank cells: " in first:
+            assert plain(first[first.index("Blank cells: "):]) in caption, item
+            checked += 1
+        if kind == "figures":
+            assert item.replace(".png", ".csv") in results, item
+    assert checked >= 10
+    for study in ("lic_rag", "mtrag_un", "coral", "worse_labels"):
+        assert f"results%2F{study}%2Ftables%2Freproduction.csv" in landing or \
+            f"results/{study}/tables/reproduction.csv" in landing, study
 
 
 def test_rerun_does_nothing_and_one_deleted_output_comes_from_cache(grid):

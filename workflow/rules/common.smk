@@ -371,18 +371,32 @@ def target_context(wc):
     )
 
 
-def target_page(wc, output):
-    """The Markdown file of a target that writes its own page (Target.markdown, e.g. each
-    study's reproduction table), which the report shows (workflow/report/target.rst); "" for
-    the rest. It names an output, so Snakemake's params trigger ignores it: adding it reruns
-    nothing."""
-    _, t = _target(wc)
-    return output.md if t.markdown is not None else ""
-
-
 def target_caption(wc):
-    """The caption and the run's own settings (Study.run_note), as the Markdown file has them."""
+    """The caption and the run's own settings (Study.run_note): a param so that a changed caption
+    rebuilds the target (Snakemake's params trigger), as its Markdown file starts with it. The
+    report shows that Markdown file, read after the run (workflow/report/target.rst), not this
+    text: the file adds why each blank cell is blank and any placeholder note."""
     study, _ = _target(wc)
     return " ".join(
         t for t in (study.caption(wc.target), run_note(study, wc.target)) if t
+    )
+
+
+def report_landing(categories):
+    """The landing page of the HTML report (workflow/report/workflow.rst renders it after the
+    run): config files, studies with their settings and reproduction pages, models, data;
+    ``categories``: the report's files (Snakemake's category -> subcategory -> records).
+    """
+    from convrag.report.landing import landing_page
+
+    files = [
+        str(r.path) for subs in categories.values() for rs in subs.values() for r in rs
+    ]
+    return landing_page(
+        config,
+        workflow.configfiles,
+        workflow.config_settings.config,
+        STUDIES,
+        files,
+        basedir=workflow.basedir,
     )

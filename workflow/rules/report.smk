@@ -1,7 +1,8 @@
 # Tables and figures of every study through one pair of rules: `convrag target` builds the
-# named target from the study artifacts it declares (Target.inputs); the caption of each is
-# rendered from params through one template (workflow/report/target.rst); a target with its own
-# Markdown page (Target.markdown: the reproduction tables) shows that page there instead.
+# named target from the study artifacts it declares (Target.inputs) and writes its Markdown file
+# (the caption with the run's settings and blank-cell reasons, then the table, a figure's plotted
+# numbers or the target's own page); the HTML report shows that file, read after the run, through
+# one template (workflow/report/target.rst), and a figure's numbers also as their CSV.
 
 
 # Cheap aggregation steps run on the submit host, never as cluster jobs.
@@ -32,7 +33,6 @@ rule study_table:
         inputs=lambda wc: jarg(target_inputs(wc)),
         context=target_context,
         caption=target_caption,
-        page=target_page,
         out_stem=lambda wc, output: os.path.splitext(output[0])[0],
     shell:
         "convrag target {wildcards.study} {wildcards.target} --inputs {params.inputs}"
@@ -48,7 +48,12 @@ use rule study_table as study_figure with:
             subcategory="figures",
         ),
         pdf=L.figure("{study}", "{target}") + ".pdf",
-        csv=L.figure("{study}", "{target}") + ".csv",
+        csv=report(
+            L.figure("{study}", "{target}") + ".csv",
+            caption="../report/figure_data.rst",
+            category="{study}",
+            subcategory="figure data",
+        ),
         md=L.figure("{study}", "{target}") + ".md",
     log:
         L.log("{study}/figures/{target}.log"),

@@ -5,9 +5,10 @@ A study declares its targets (``studies.base.Target``); the shared rules ``study
 runs ``build_target``: compute the DataFrame, draw the figure, write CSV (full precision)
 and Markdown (with the caption) beside it; a target with its own page (``Target.markdown``,
 e.g. the reproduction table's verdicts grouped by the paper's tables) writes that page as its
-Markdown and the report shows it (the ``page`` param of the rules). Captions are ``<captions_dir>/<name>.rst``
-(shared ones, such as the accounting table's, in ``workflow/report/<name>.rst``); Snakemake's
-report renders them through one template (``workflow/report/target.rst``).
+Markdown. Captions are ``<captions_dir>/<name>.rst`` (shared ones, such as the accounting
+table's, in ``workflow/report/<name>.rst``); Snakemake's report shows each target's Markdown
+file, read after the run, through one template (``workflow/report/target.rst``): its first line
+(the caption, or a page's summary) as text, the rest as written.
 """
 
 from __future__ import annotations
