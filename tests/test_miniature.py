@@ -37,6 +37,9 @@ def test_rule_counts_from_snakemake_output():
     assert mini.planned_rules(dry) == {"download_file": 6, "all": 1}
     run = "rule a:\n    output: x\nlocalrule download_file:\nlocalrule download_file:\ncheckpoint c:\n"
     assert mini.executed_rules(run) == {"a": 1, "download_file": 2, "c": 1}
+    # the workflow's terminal (convrag.terminal): one line per job
+    run = "[12:00:05] rule a: job 3, x=1\n[12:00:06] localrule download_file: job 4\n[12:00:09] 2 of 9 steps (22%) done\n"
+    assert mini.executed_rules(run) == {"a": 1, "download_file": 1}
 
 
 def test_mirror_serves_cuts_with_hub_headers(tmp_path, monkeypatch):

@@ -231,7 +231,9 @@ class Mirror:
 # ---- the rules of a run ------------------------------------------------------------------------
 
 _JOB_STATS = re.compile(r"^Job stats:\s*$")
-_RULE_LINE = re.compile(r"^\s*(?:local)?(?:rule|checkpoint) ([A-Za-z_][A-Za-z0-9_]*):\s*$")
+# Snakemake's job block opens with `rule X:`; the workflow's terminal (convrag.terminal) writes one
+# line per job, `[12:00:05] localrule X: job 12, wildcards`.
+_RULE_LINE = re.compile(r"^\s*(?:\[\d\d:\d\d:\d\d\] )?(?:local)?(?:rule|checkpoint) ([A-Za-z_][A-Za-z0-9_]*):(?:\s*$| job )")
 
 
 def planned_rules(text: str) -> dict[str, int]:
@@ -250,7 +252,8 @@ def planned_rules(text: str) -> dict[str, int]:
 
 
 def executed_rules(text: str) -> dict[str, int]:
-    """Rule -> jobs started, from a Snakemake run's output (``rule X:`` / ``localrule X:`` blocks)."""
+    """Rule -> jobs started, from a Snakemake run's output (``rule X:`` / ``localrule X:`` blocks, or
+    the workflow terminal's ``[time] localrule X: job N, ...`` lines)."""
     out: dict[str, int] = {}
     for ln in text.splitlines():
         m = _RULE_LINE.match(ln)
