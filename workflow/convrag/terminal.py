@@ -32,7 +32,7 @@ from pathlib import Path
 from convrag.progress import hms
 
 LINE_LIMIT = 1000  # characters of one terminal line at most
-PROGRESS_EVERY_S = 10.0  # seconds between two progress lines (the last step is always shown)
+PROGRESS_EVERY_S = 20.0  # seconds between two progress lines at least (the last step is always shown)
 RUNNING_SHOWN = 3  # running jobs named in a progress line
 
 
