@@ -76,6 +76,44 @@ def test_mirror_serves_cuts_with_hub_headers(tmp_path, monkeypatch):
         mini._BYTES.clear()
 
 
+def test_coral_stand_ins_read_by_the_project_loaders(tmp_path):
+    """The coral miniature's conversions of a CORAL conversation file: the passage-corpus stand-in
+    (one {ref_id, ref_string} line per golden or cited id, its text the response text the marker
+    closes) passes the strict CORAL loader's corpus checks; the QReCC stand-in (turn objects in
+    the release zip's member) is read by the QReCC loader with its rewrites and contexts."""
+    from convrag.data.coral import load_coral
+    from convrag.data.qrecc import load_qrecc
+
+    convs = [{"conv_id": "Test_a_1", "turns": [
+        {"turn_id": 1, "question": "Who is X?", "response": " x is a player.[7] he plays in y.[8][9]",
+         "golden_docs_pids": [7, 8, 9]},
+        {"turn_id": 2, "question": "Where?", "response": " in z.", "golden_docs_pids": [4]}]}]
+    (tmp_path / "c.json").write_text(json.dumps(convs))
+    (tmp_path / "r.jsonl").write_text('{"sample_id": "Test_a_1_1", "rewrite": " Who is X?"}\n'
+                                      '{"sample_id": "Test_a_1_2", "rewrite": " Where does X play?"}\n')
+    served = {"h/passage_corpus.json": {"path": str(tmp_path / "c.json"), "coral_passages": True},
+              "h/none.json": {"path": str(tmp_path / "c.json"), "json": {"where": {"conv_id": ["Test_a"]}}},  # a list: exact ids
+              "h/qrecc_data.zip": {"path": str(tmp_path / "c.json"), "coral_as_qrecc": {"rewrites": str(tmp_path / "r.jsonl")},
+                                   "zip": "qrecc_train.json"}}
+    mini._BYTES.clear()
+    try:
+        assert mini.served_bytes("h/none.json", served) == b"[]"
+        corpus = mini.served_bytes("h/passage_corpus.json", served)
+        assert [json.loads(ln) for ln in corpus.decode().splitlines()] == [
+            {"ref_id": 4, "ref_string": "in z."}, {"ref_id": 7, "ref_string": "x is a player."},
+            {"ref_id": 8, "ref_string": "he plays in y."}, {"ref_id": 9, "ref_string": "he plays in y."}]
+        (tmp_path / "corpus.jsonl").write_bytes(corpus)
+        tasks, report = load_coral(tmp_path / "c.json", corpus=tmp_path / "corpus.jsonl", strict=True)
+        assert report["gold_missing_from_corpus"] == 0 and [c["doc_id"] for c in tasks[0].contexts] == ["7", "8", "9"]
+        (tmp_path / "q.zip").write_bytes(mini.served_bytes("h/qrecc_data.zip", served))
+        qtasks, passages, qreport = load_qrecc(tmp_path / "q.zip", split="train", benchmark="qrecc_train")
+        assert [t.task_id for t in qtasks] == ["1_1", "1_2"] and qtasks[1].rewrite == "Where does X play?"
+        assert [h["text"] for h in qtasks[1].history] == ["Who is X?", "x is a player. he plays in y."]
+        assert qreport["context_length_mismatch"] == 0 and len(passages) == 2
+    finally:
+        mini._BYTES.clear()
+
+
 def test_miniature_overlays_name_the_checksums_of_what_they_serve():
     """Each overlay's sha256 values are those of the bytes its mirror serves (a changed cut or
     sample is caught here, before a run), and each served file backs a download of the config."""
@@ -117,7 +155,7 @@ def _run(study, tmp_path):
 @pytest.mark.skipif(not os.environ.get("CONVRAG_MINIATURE_TESTS"),
                     reason="the miniature runs are not yet within the CI budget (issue 44): set "
                            "CONVRAG_MINIATURE_TESTS=1 and select with -m miniature")
-@pytest.mark.parametrize("study", ["mtrag_un", "lic_rag"])
+@pytest.mark.parametrize("study", ["mtrag_un", "lic_rag", "coral"])
 def test_miniature_runs_every_rule_of_the_paper_plan(study, tmp_path, shared_data):
     code, executed, planned, text = _run(study, tmp_path)
     not_offline = NOT_OFFLINE.get(study, {})
@@ -129,7 +167,7 @@ def test_miniature_runs_every_rule_of_the_paper_plan(study, tmp_path, shared_dat
     assert (results / "reproduction.csv").is_file() or any(results.glob("reproduction*")), sorted(results.iterdir())
 
 
-@pytest.mark.parametrize("study", ["mtrag_un", "lic_rag"])
+@pytest.mark.parametrize("study", ["mtrag_un", "lic_rag", "coral"])
 def test_miniature_overlay_laid_over_its_paper_config_is_valid_and_pinned(study, monkeypatch):
     """The overlay merged as Snakemake merges --configfile files (dicts deep, lists replaced)
     validates, and every download it leaves is pinned (convrag sources' check)."""
@@ -149,4 +187,7 @@ def test_miniature_overlay_laid_over_its_paper_config_is_valid_and_pinned(study,
     cfg = validate_config(merge(yaml.safe_load(paper.read_text()), yaml.safe_load(overlay.read_text())),
                           source=ConfigOrigin([paper, overlay]))
     assert cfg["results_dir"] == f"results/miniature_{study}"
+    if study == "coral":  # an -SFT entry set to null by the overlay is removed, the others kept
+        assert sorted(cfg["coral"]["sft"]) == ["qwen2.5-1.5b-sft-rewrite", "qwen2.5-7b-instruct-sft-last-response",
+                                               "qwen2.5-7b-instruct-sft-raw-context", "qwen2.5-7b-instruct-sft-rewrite"]
     assert problems(list(config_downloads(cfg))) == []

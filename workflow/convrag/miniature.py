@@ -76,12 +76,14 @@ def _titles(records) -> set[str]:
 
 def _json(data: bytes, cut: dict, served: dict) -> bytes:
     """A JSON array's or object's cut, written compactly (the same bytes on every run):
-    ``head`` the first records (``where``: only those whose keys have these values first);
+    ``head`` the first records (``where``: only those whose keys have these values first: a value
+    starts the key's, or a list names them);
     ``titles_of`` a corpus's passages (list of {title, ...} or dict title -> ...) whose titles the
     questions of another served file name."""
     obj = json.loads(data)
     if "where" in cut:
-        obj = [r for r in obj if all(str(r.get(k, "")).startswith(v) for k, v in cut["where"].items())]
+        obj = [r for r in obj if all(str(r.get(k, "")) in v if isinstance(v, list) else str(r.get(k, "")).startswith(v)
+                                     for k, v in cut["where"].items())]
     if "titles_of" in cut:
         titles = _titles(json.loads(served_bytes(cut["titles_of"], served)))
         if isinstance(obj, dict):
@@ -119,6 +121,10 @@ def served_bytes(key: str, served: dict, root: Path | None = None) -> bytes:
         data = _lines(data, cut)
     if "json" in spec:
         data = _json(data, spec["json"], served)
+    if "coral_passages" in spec:  # format conversions (CORAL's conversations -> a missing file's format)
+        data = _coral_passages(data)
+    if "coral_as_qrecc" in spec:
+        data = _coral_as_qrecc(data, spec["coral_as_qrecc"], root or _repo_root())
     if "zip" in spec:  # the bytes as the one member of a zip (a fixed time stamp: the same bytes every run)
         import io
         import zipfile
@@ -135,6 +141,59 @@ def _repo_root() -> Path:
     from convrag.config import REPO_ROOT
 
     return Path(REPO_ROOT)
+
+
+def _coral_passages(data: bytes) -> bytes:
+    """A stand-in for CORAL's ``passage_corpus.json`` (not among the shared samples) made from a
+    CORAL conversation file: one JSON Lines record ``{"ref_id": <int>, "ref_string": <text>}`` (the
+    layout convrag.data.coral reads) per passage id a turn lists as golden or cites, its text the
+    response text each ``[id]`` marker closes (back to the previous marker), else, for a golden
+    passage no response cites, that turn's response; markers removed. Not CORAL's passages: the
+    sample's own responses, so every golden and cited id exists and retrieval has text to match."""
+    from convrag.data.coral import CITATION, strip_citations
+
+    texts: dict[int, list[str]] = {}
+    for conv in json.loads(data):
+        for turn in conv["turns"]:
+            response, start, last = turn.get("response") or "", 0, ""
+            for m in CITATION.finditer(response):
+                seg = " ".join(strip_citations(response[start:m.start()]).split()) or last
+                last, start = seg, m.end()
+                if seg and seg not in texts.setdefault(int(m.group(1)), []):
+                    texts[int(m.group(1))].append(seg)
+            for pid in turn.get("golden_docs_pids") or []:
+                if not texts.get(int(pid)):
+                    texts[int(pid)] = [" ".join(strip_citations(response).split())]
+    return "".join(json.dumps({"ref_id": pid, "ref_string": " ".join(texts[pid])}, ensure_ascii=False) + "\n"
+                   for pid in sorted(texts)).encode("utf-8")
+
+
+def _coral_as_qrecc(data: bytes, cut: dict, root: Path) -> bytes:
+    """A stand-in for QReCC's ``qrecc_<split>.json`` (no QReCC sample is shared) made from a CORAL
+    conversation file and its rewrites (``rewrites``: a CORAL rewrites JSONL, relative to the
+    repository): the JSON array of QReCC turn objects (convrag.data.qrecc's fields), one per turn:
+    ``Context`` the earlier questions and responses, ``Question``, ``Rewrite``, ``Answer`` (the
+    response without its markers), ``Answer_URL`` "", ``Conversation_no`` (1, 2, ... in file order),
+    ``Turn_no``, ``Conversation_source`` "coral"."""
+    from convrag.data.coral import strip_citations
+
+    path = Path(cut["rewrites"])
+    rewrites = {}
+    for ln in (path if path.is_absolute() else root / path).read_text(encoding="utf-8").splitlines():
+        if ln.strip():
+            r = json.loads(ln)
+            rewrites[r["sample_id"]] = r["rewrite"].strip()
+    out = []
+    for no, conv in enumerate(json.loads(data), 1):
+        context: list[str] = []
+        for turn in conv["turns"]:
+            answer = " ".join(strip_citations(turn.get("response") or "").split())
+            out.append({"Context": list(context), "Question": turn["question"],
+                        "Rewrite": rewrites.get(f"{conv['conv_id']}_{turn['turn_id']}", ""), "Answer": answer,
+                        "Answer_URL": "", "Conversation_no": no, "Turn_no": int(turn["turn_id"]),
+                        "Conversation_source": "coral"})
+            context += [turn["question"], answer]
+    return json.dumps(out, ensure_ascii=False, indent=1).encode("utf-8")
 
 
 def checksums(served: dict) -> dict[str, str]:

@@ -88,7 +88,8 @@ class Coral(Study):
             if b == c["benchmark"]:
                 raise ConfigError(f"{source}: coral.statistics_benchmarks: {b!r} is the evaluated benchmark itself "
                                   "(it would be counted twice)")
-        c["sft"] = c["sft"] or {}
+        # null = none; an entry set to null is removed (a config laid over another drops it so)
+        c["sft"] = {k: v for k, v in (c["sft"] or {}).items() if v is not None}
         for name, x in c["sft"].items():
             if x["model"] not in registry:
                 raise unknown_name(source, f"coral.sft.{name}.model", x["model"], registry)
