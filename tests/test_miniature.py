@@ -114,6 +114,63 @@ def test_coral_stand_ins_read_by_the_project_loaders(tmp_path):
         mini._BYTES.clear()
 
 
+def test_recor_cut_makes_release_files_the_loader_reads(tmp_path):
+    """The `recor` cut turns the organisers' pilot sample (one benchmark.jsonl, space-separated
+    qrels with ids `<conv>#turn<n>`) into a domain's release files (benchmark_<split>.json: a JSON
+    array of the named conversations; qrels_<split>.txt: tab-separated `<conv>_turn_<n>`; every
+    document), which convrag.data.recor.load_recor reads: dev and train disjoint by conversation."""
+    from convrag.data.recor import load_recor
+
+    pilot = tmp_path / "pilot"
+    pilot.mkdir()
+    convs = [{"id": "ex_1", "task": "Drones", "turns": [
+        {"turn_id": 1, "query": "q1", "answer": "a1", "conversation_history": "No previous conversation.",
+         "gold_doc_ids": ["drones_ex_1_doc_0"]},
+        {"turn_id": 2, "query": "q2", "answer": "a2", "conversation_history": "Q: q1 A: a1",
+         "gold_doc_ids": ["drones_ex_1_doc_0", "drones_ex_1_doc_1"]}]},
+        {"id": "2", "task": "biology", "turns": [
+            {"turn_id": 1, "query": "q3", "answer": "a3", "conversation_history": "No previous conversation.",
+             "gold_doc_ids": ["x/y_1.txt"]}]}]
+    (pilot / "benchmark.jsonl").write_text("".join(json.dumps(c) + "\n" for c in convs))
+    (pilot / "documents.jsonl").write_text("".join(json.dumps({"content": f"text {d}", "doc_id": d}) + "\n" for d in
+                                                   ["drones_ex_1_doc_0", "drones_ex_1_doc_1", "x/y_1.txt"]))
+    (pilot / "qrels.txt").write_text("ex_1#turn1 0 drones_ex_1_doc_0 1\nex_1#turn2 0 drones_ex_1_doc_0 1\n"
+                                     "ex_1#turn2 0 drones_ex_1_doc_1 1\n2#turn1 0 x/y_1.txt 1\n")
+    base = "h/track2_recor/drones/"
+    served = {base + "documents.jsonl": {"path": str(pilot), "recor": {"file": "documents.jsonl"}},
+              base + "benchmark_dev.json": {"path": str(pilot), "recor": {"file": "benchmark_dev.json",
+                                                                          "conversations": ["ex_1"]}},
+              base + "qrels_dev.txt": {"path": str(pilot), "recor": {"file": "qrels_dev.txt", "conversations": ["ex_1"]}},
+              base + "benchmark_train.json": {"path": str(pilot), "recor": {"file": "benchmark_train.json",
+                                                                            "conversations": ["2"]}},
+              base + "qrels_train.txt": {"path": str(pilot), "recor": {"file": "qrels_train.txt", "conversations": ["2"]}},
+              base + "bad.json": {"path": str(pilot), "recor": {"file": "benchmark_dev.json", "conversations": ["9"]}},
+              base + "named.jsonl": {"path": str(pilot), "recor": {"file": "documents.jsonl", "conversations": ["2"]}}}
+    mini._BYTES.clear()
+    try:
+        assert mini.served_bytes(base + "qrels_dev.txt", served) == (
+            b"ex_1_turn_1\t0\tdrones_ex_1_doc_0\t1\nex_1_turn_2\t0\tdrones_ex_1_doc_0\t1\n"
+            b"ex_1_turn_2\t0\tdrones_ex_1_doc_1\t1\n")
+        assert json.loads(mini.served_bytes(base + "benchmark_dev.json", served)) == convs[:1]
+        with pytest.raises(Exception, match="conversation"):
+            mini.served_bytes(base + "bad.json", served)
+        assert [json.loads(ln)["doc_id"] for ln in mini.served_bytes(base + "named.jsonl", served).splitlines()] == [
+            "x/y_1.txt"]
+        for name in served:
+            if name not in (base + "bad.json", base + "named.jsonl"):
+                (tmp_path / name.rsplit("/", 1)[1]).write_bytes(mini.served_bytes(name, served))
+        files = {split: {"drones": {"benchmark": tmp_path / f"benchmark_{split}.json",
+                                    "qrels": tmp_path / f"qrels_{split}.txt", "documents": tmp_path / "documents.jsonl"}}
+                 for split in ("dev", "train")}
+        dev, report = load_recor(files["dev"], split="dev")
+        assert [t.task_id for t in dev] == ["drones/ex_1_turn_1", "drones/ex_1_turn_2"]
+        assert dev[1].gold_docs == {"drones_ex_1_doc_0": 1, "drones_ex_1_doc_1": 1} and report["documents"] == 3
+        train, report = load_recor(files["train"], split="train")
+        assert [t.task_id for t in train] == ["drones/2_turn_1"] and report["task_differs_from_domain"] == 1
+    finally:
+        mini._BYTES.clear()
+
+
 def test_miniature_overlays_name_the_checksums_of_what_they_serve():
     """Each overlay's sha256 values are those of the bytes its mirror serves (a changed cut or
     sample is caught here, before a run), and each served file backs a download of the config."""

@@ -9,9 +9,10 @@ What it starts, on the loopback address only, and stops again however the run en
 - a download mirror (config ``download_mirror``, convrag.data.download): every download of the
   config (GitHub raw files, Hugging Face ``resolve`` URLs and ``hf_hub_download``) is fetched from
   ``<mirror>/<host>/<path>``; the overlay's ``miniature.serve`` maps each such path to a file of the
-  shared samples (``../shared/data``), whole or cut (``lines`` / ``json``: a few records), so the
-  download rule, the lock file and the checksum checks run on real bytes; the overlay names the
-  served files' sha256 as the config's own checksums;
+  shared samples (``../shared/data``), whole or cut (``lines`` / ``json``: a few records;
+  ``recor``: the RECOR pilot sample as the release's files), so the download rule, the lock file
+  and the checksum checks run on real bytes; the overlay names the served files' sha256 as the
+  config's own checksums;
 - the project's OpenAI-compatible endpoint (convrag.llm.serve) answering with
   ``miniature.api_model`` (the shipped SmolLM2), at ``$CONVRAG_MINIATURE_API``: the miniature's
   model registry (``miniature.registry`` entries of the backend ``openai``) points the paper's API
@@ -95,6 +96,46 @@ def _json(data: bytes, cut: dict, served: dict) -> bytes:
     return json.dumps(obj, ensure_ascii=False).encode("utf-8")
 
 
+def _recor(folder: Path, cut: dict) -> bytes:
+    """A RECOR release file (Hugging Face ``track2_recor/<domain>/``) made from the organisers'
+    pilot sample (``folder``: benchmark.jsonl, documents.jsonl, qrels.txt; convrag.data.recor):
+    ``file`` ``benchmark_<split>.json`` the pilot conversations named in ``conversations``, as the
+    release's JSON array (objects verbatim); ``qrels_<split>.txt`` their qrels, the pilot's
+    ``<conv>#turn<n> 0 <doc> 1`` as the release's tab-separated ``<conv>_turn_<n>\t0\t<doc>\t1``;
+    ``documents.jsonl`` the pilot documents the qrels of those conversations name, all of them
+    without ``conversations`` (other conversations' gold are then a domain's negatives)."""
+    from convrag.data.recor import pilot_topic_id, topic_id
+
+    name, convs = cut["file"], [str(c) for c in cut.get("conversations") or []]
+    if name == "documents.jsonl":
+        data = (folder / "documents.jsonl").read_bytes()
+        if not convs:
+            return data
+        named = {ln.split()[2] for ln in (folder / "qrels.txt").read_text(encoding="utf-8").splitlines()
+                 if len(ln.split()) == 4 and ln.split()[0].rpartition("#turn")[0] in convs}
+        return b"".join(ln for ln in data.splitlines(keepends=True) if ln.strip() and json.loads(ln)["doc_id"] in named)
+    chosen = {}
+    for ln in (folder / "benchmark.jsonl").read_text(encoding="utf-8").splitlines():
+        if ln.strip() and str(json.loads(ln)["id"]) in convs:
+            chosen[str(json.loads(ln)["id"])] = json.loads(ln)
+    missing = [c for c in convs if c not in chosen]
+    if missing or not convs:
+        raise ConfigError(f"miniature.serve: recor cut: conversation(s) {missing or '(none named)'} not in "
+                          f"{folder / 'benchmark.jsonl'}")
+    if re.fullmatch(r"benchmark_(dev|train)\.json", name):
+        return (json.dumps([chosen[c] for c in convs], ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    if re.fullmatch(r"qrels_(dev|train)\.txt", name):
+        topics = {pilot_topic_id(c, t["turn_id"]): topic_id(c, t["turn_id"]) for c in convs for t in chosen[c]["turns"]}
+        rows = []
+        for ln in (folder / "qrels.txt").read_text(encoding="utf-8").splitlines():
+            cols = ln.split()
+            if len(cols) == 4 and cols[0] in topics:
+                rows.append("\t".join([topics[cols[0]], *cols[1:]]) + "\n")
+        return "".join(rows).encode("utf-8")
+    raise ConfigError(f"miniature.serve: recor cut: file {name!r} is not one of benchmark_<split>.json, "
+                      "qrels_<split>.txt, documents.jsonl")
+
+
 _BYTES: dict[str, bytes] = {}
 
 
@@ -108,6 +149,9 @@ def served_bytes(key: str, served: dict, root: Path | None = None) -> bytes:
     path = Path(spec["path"])
     if not path.is_absolute():
         path = (root or _repo_root()) / path
+    if "recor" in spec and path.is_dir():  # a folder: the RECOR pilot sample, cut to a release file
+        _BYTES[key] = _recor(path, spec["recor"])
+        return _BYTES[key]
     if not path.is_file():
         raise ConfigError(f"miniature.serve.{key}.path: {spec['path']} not found (the shared samples, "
                           f"../shared/data, are needed)")
