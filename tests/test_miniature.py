@@ -26,10 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Rules of a paper plan that the miniature cannot run offline, and why (the test then checks that
 # exactly these are missing; `convrag miniature` still exits 1 for them, as E < P).
-NOT_OFFLINE = {
-    "mtrag_un": {"mtrag_un_official_prompt": "IBM's scorer files (scripts/evaluation/*.py) are not among the "
-                                             "shared samples; the miniature runs the project's judge wording"},
-}
+NOT_OFFLINE: dict[str, dict[str, str]] = {}
 
 
 def test_rule_counts_from_snakemake_output():
@@ -171,6 +168,58 @@ def test_recor_cut_makes_release_files_the_loader_reads(tmp_path):
         mini._BYTES.clear()
 
 
+def test_official_prompt_stand_ins_download_pin_and_adapt(tmp_path, monkeypatch):
+    """The mtrag_un miniature's stand-ins of IBM's scorer files (the project's own wording in the
+    official layout) go through `convrag mtrag-un official-prompt` as the rule runs it: served at
+    the official URL, checked against --sha256 (the config's evaluation.official_sha256) instead of
+    the resources/sources.yaml pin, adapted, and the written file says it is a stand-in; a wrong
+    sha256 stops it."""
+    import argparse
+
+    import yaml
+
+    from convrag.studies.mtrag_un.cli import add_cli
+    from convrag.studies.mtrag_un.judges import OFFICIAL, OFFICIAL_REPO
+    from convrag.studies.mtrag_un.wiring import official_sha256_arg, prompt_sources
+
+    rev = "cc5b1d481b391181b89f7ced860308482e785463"
+    folder = REPO / "config/miniatures/stand-ins/mtrag_un"
+    served = {f"raw.githubusercontent.com/{OFFICIAL_REPO}/{rev}/{spec.file}":
+              {"path": str(folder / spec.file.rsplit("/", 1)[-1])} for spec in OFFICIAL.values()}
+    digests = {spec.file: hashlib.sha256((folder / spec.file.rsplit("/", 1)[-1]).read_bytes()).hexdigest()
+               for spec in OFFICIAL.values()}
+    parser = argparse.ArgumentParser()
+    add_cli(parser.add_subparsers())
+    mini._BYTES.clear()
+    m = mini.Mirror(served)
+    monkeypatch.setenv("CONVRAG_DOWNLOAD_MIRROR", m.start())
+    try:
+        for judge, spec in OFFICIAL.items():
+            out = tmp_path / f"{judge}.yaml"
+            a = parser.parse_args(["official-prompt", "--judge", judge, "--revision", rev,
+                                   "--sha256", digests[spec.file], "--out", str(out)])
+            a.fn(a)
+            text = out.read_text()
+            assert text.startswith(f"# {judge} judge: adapted from a STAND-IN for ") and "not IBM's prompt" in text
+            prompts = yaml.safe_load(text)
+            assert prompts["official"]["stand_in_sha256"] == digests[spec.file] and "{response}" in prompts["user"]
+        a = parser.parse_args(["official-prompt", "--judge", "idk", "--revision", rev, "--sha256", "0" * 64,
+                               "--out", str(tmp_path / "bad.yaml")])
+        with pytest.raises(Exception, match="sha256 mismatch"):
+            a.fn(a)
+    finally:
+        m.stop()
+        mini._BYTES.clear()
+    config = {"mtrag_un": {"generation": {"prompt": "mtrag_un/reader.yaml"}, "rewrite": {},
+                           "evaluation": {"prompts": {"idk": "official", "rb_llm": "official", "clarification": "official"},
+                                          "official_sha256": {OFFICIAL["idk"].file: digests[OFFICIAL["idk"].file]}}}}
+    assert official_sha256_arg(config, "rb_llm") == f"--sha256 {digests[OFFICIAL['rb_llm'].file]}"
+    assert official_sha256_arg(config, "clarification") == ""
+    # a stand-in holds the project's wording: the reproduction table counts it as such
+    assert prompt_sources(config) == {"generation": "own", "rewrite": "own", "idk": "own", "rb_llm": "own",
+                                      "clarification": "official"}
+
+
 def test_miniature_overlays_name_the_checksums_of_what_they_serve():
     """Each overlay's sha256 values are those of the bytes its mirror serves (a changed cut or
     sample is caught here, before a run), and each served file backs a download of the config."""
@@ -192,6 +241,12 @@ def test_miniature_overlays_name_the_checksums_of_what_they_serve():
                 after = text[text.index(url):]
                 named = re.search(r"sha256: ([0-9a-f]{64})", after)
                 assert named and named.group(1) == digest, (overlay.name, key)
+        # the mtrag_un stand-ins of IBM's scorer files: named by their repository path
+        official = ((cfg.get("mtrag_un") or {}).get("evaluation") or {}).get("official_sha256") or {}
+        for path, named in official.items():
+            keys = [k for k in served if k.startswith("raw.githubusercontent.com/IBM/mt-rag-benchmark/")
+                    and k.endswith("/" + path)]
+            assert len(keys) == 1 and digests[keys[0]] == named, (overlay.name, path)
     mini._BYTES.clear()
 
 

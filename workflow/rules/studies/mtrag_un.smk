@@ -173,9 +173,10 @@ rule mtrag_un_official_prompt:
         CONDA_ENVS["cpu"]
     params:
         revision=config["benchmarks"][MTRAG["benchmark"]].get("revision") or "",
+        sha256=lambda w: mtrag_wiring.official_sha256_arg(config, w.judge),
     shell:
         "convrag mtrag-un official-prompt --judge {wildcards.judge} --revision {params.revision}"
-        " --out {output} 2> {log}"
+        " {params.sha256} --out {output} 2> {log}"
 
 
 rule mtrag_un_evaluate:

@@ -86,12 +86,18 @@ def cmd_official_prompt(a):
     src = github_file(OFFICIAL_REPO, a.revision, spec.file)
     with tempfile.TemporaryDirectory() as tmp:
         local = a.source
-        if not local:  # checked against the blob id and sha256 of resources/sources.yaml
+        if not local:  # checked against the blob id and sha256 of resources/sources.yaml, or --sha256
             local = f"{tmp}/{spec.file.rsplit('/', 1)[-1]}"
-            download_url(src["url"], local, sha256=src["sha256"], git_blob=src["git_blob"])
+            download_url(src["url"], local, sha256=a.sha256 or src["sha256"],
+                         git_blob=None if a.sha256 else src["git_blob"])
         prompts = adapt(local, spec, source=src["url"])
     with atomic_open(a.out) as fh:
-        fh.write(f"# {a.judge} judge: IBM's official prompt, adapted from {src['url']} (not part of this repository)\n")
+        if a.sha256:  # not the pinned file: a stand-in served at its URL (a miniature's)
+            prompts["official"]["stand_in_sha256"] = a.sha256
+            fh.write(f"# {a.judge} judge: adapted from a STAND-IN for {src['url']} (sha256 {a.sha256}, not the pinned "
+                     "official file: not IBM's prompt)\n")
+        else:
+            fh.write(f"# {a.judge} judge: IBM's official prompt, adapted from {src['url']} (not part of this repository)\n")
         yaml.safe_dump(prompts, fh, sort_keys=False, allow_unicode=True, width=1000)
 
 
@@ -113,6 +119,9 @@ def add_cli(sub) -> None:
     s.add_argument("--judge", required=True, choices=["idk", "rb_llm", "clarification"])
     s.add_argument("--revision", required=True, help="IBM/mt-rag-benchmark commit (the benchmark's pinned revision)")
     s.add_argument("--source", default=None, help="a local copy of the official file (default: download it)")
+    s.add_argument("--sha256", default=None,
+                   help="the sha256 the downloaded file must have instead of the resources/sources.yaml pin (a stand-in "
+                        "served at the official file's URL: config mtrag_un.evaluation.official_sha256)")
     s.add_argument("--out", required=True)
 
     s = sub.add_parser("evaluate", help="score one answers file as the official MTRAG scorer does (metrics, "

@@ -137,14 +137,25 @@ def judge_prompt_files(config: dict, L: Layout) -> dict[str, str]:
     return {j: paths.official_prompt(L, j) if v == OFFICIAL else v for j, v in given.items() if v}
 
 
+def official_sha256_arg(config: dict, judge: str) -> str:
+    """``--sha256 <hex>`` when ``evaluation.official_sha256`` names the judge's scorer file (a
+    stand-in served at its URL, checked by its own sha256), else "" (the resources/sources.yaml pin)."""
+    from convrag.studies.mtrag_un.judges import OFFICIAL as FILES
+
+    sha = config["mtrag_un"]["evaluation"]["official_sha256"].get(FILES[judge].file)
+    return f"--sha256 {sha}" if sha else ""
+
+
 def prompt_sources(config: dict) -> dict[str, str]:
     """Which prompt each role of the run used, for the reproduction table: ``own`` (the project's
-    wording), ``official`` (IBM's, adapted) or the user's file."""
+    wording: an ``official`` judge whose scorer file is a stand-in, ``evaluation.official_sha256``,
+    too), ``official`` (IBM's, adapted) or the user's file."""
     m = config["mtrag_un"]
     gen = m["generation"]["prompt"]
     out = {"generation": "own" if gen == "mtrag_un/reader.yaml" else gen,
            "rewrite": m["rewrite"].get("prompt") or "own"}
-    out.update({j: m["evaluation"]["prompts"][j] or "own" for j in ("idk", "rb_llm", "clarification")})
+    out.update({j: "own" if official_sha256_arg(config, j) else m["evaluation"]["prompts"][j] or "own"
+                for j in ("idk", "rb_llm", "clarification")})
     return out
 
 
