@@ -161,7 +161,9 @@ def summarize(studies: dict[str, list], registry: dict, throughput: Throughput |
     GPU-seconds of a local GPU model = backend prompt / prefill rate + backend completion /
     decode rate, over the tensor-parallel efficiency, plus one load per job it works in (times
     its GPUs). API models get tokens only; CPU models no GPU time. A job's wall time is the sum
-    over its local GPU models of load + GPU-seconds / GPUs (the models of a job take turns).
+    over its local GPU models of load + GPU-seconds / GPUs (the models of a job take turns); its
+    API calls add nothing: a job that overlaps them with its GPU work (lic_rag's simulate) takes
+    about max(GPU, API), the GPU figure where the API's is smaller (docs/scaling.md).
     """
     tp = throughput or Throughput()
     notes = [f"{s}: {n}" for s, w in studies.items() for n in getattr(w, "notes", [])]

@@ -10,6 +10,10 @@ Why the key covers everything: the key is a sha256 of the canonical JSON of mode
 revision, the full messages, every sampling setting, seed, sample index, labels and JSON
 mode. Repeated stochastic samples (different ``sample_index``) therefore stay distinct, and
 a different model never serves another model's answer (the LightRAG cache bug).
+
+Threads: one connection per process, opened with ``check_same_thread=False`` and used under a
+lock, so the engines of a job may call the cache from several threads (a job overlapping its
+API roles with its GPU work); a busy database's retry sleeps outside the lock.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import os
 import random
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -70,6 +75,7 @@ class LLMCache:
         self.retries = retries
         self._conn: sqlite3.Connection | None = None
         self._pid: int | None = None
+        self._lock = threading.RLock()  # the connection is shared by the process's threads
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._retry(self._init_schema)
 
@@ -78,7 +84,7 @@ class LLMCache:
         # A connection must not cross a fork: reopen in a child process.
         if self._conn is None or self._pid != os.getpid():
             new = not self.path.exists()
-            conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None, check_same_thread=False)
             try:
                 if new:  # SQLite creates 0644 & ~umask; -wal/-shm files copy the database's mode
                     try:
@@ -100,7 +106,8 @@ class LLMCache:
         that is not an SQLite database or is damaged is a DataError naming it (``_unreadable``)."""
         for attempt in range(self.retries + 1):
             try:
-                return fn(*args)
+                with self._lock:
+                    return fn(*args)
             except sqlite3.DatabaseError as e:
                 if getattr(e, "sqlite_errorname", "") in _DAMAGED:
                     self.close()
@@ -150,9 +157,10 @@ class LLMCache:
         return self._retry(lambda: self._connection().execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     def close(self) -> None:
-        if self._conn is not None and self._pid == os.getpid():
-            self._conn.close()
-        self._conn = None
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
 
     def __enter__(self):
         return self

@@ -13,13 +13,20 @@ error naming the request, model, role and job, raised before any backend is buil
 proves that it used recorded answers only. With ``CONVRAG_LLM_TRACE=DIR`` every engine appends
 the keys it used, hits and misses, to ``DIR/<pid>.jsonl``: what ``convrag cache export`` needs to
 bundle exactly the entries of a set of targets (convrag.llm.bundle).
+
+Threads: ``generate`` may be called from several threads at once (a job that overlaps its API
+roles with its GPU work: lic_rag's simulate). The accounting, the lazy backend build, the traces
+and the cache are safe for that; an API backend (``openai``) is called concurrently, a local
+backend (vLLM, transformers) by one thread at a time (one lock per loaded model).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +61,10 @@ class Accounting:
 
     def __getitem__(self, key: str) -> Any:
         return getattr(self, key)
+
+    def add(self, other: "Accounting") -> None:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -136,6 +147,9 @@ class Engine:
         trace = os.environ.get(TRACE_ENV) if trace is None else trace
         self.trace_dir = Path(trace) if trace else None
         self._traced: set[str] = set()  # keys already in this engine's trace lines
+        self._lock = threading.Lock()  # accounting, lazy backend, traces (see the module doc)
+        # a local backend runs one call at a time; engines of one pool share its model's lock
+        self._serial = None if is_remote(self) else (pool.lock(spec) if pool is not None else threading.Lock())
 
     @property
     def backend_loaded(self) -> bool:
@@ -143,15 +157,16 @@ class Engine:
 
     @property
     def backend(self):
-        if self._backend is None:
-            t0 = time.perf_counter()
-            if self._pool is not None:
-                self._backend = self._pool.backend(self.spec)
-            else:
-                from convrag.llm.backends import make_backend
-                self._backend = make_backend(self.spec)
-            self.accounting.load_seconds += time.perf_counter() - t0
-        return self._backend
+        with self._lock:
+            if self._backend is None:
+                t0 = time.perf_counter()
+                if self._pool is not None:
+                    self._backend = self._pool.backend(self.spec)
+                else:
+                    from convrag.llm.backends import make_backend
+                    self._backend = make_backend(self.spec)
+                self.accounting.load_seconds += time.perf_counter() - t0
+            return self._backend
 
     def key(self, request: Request) -> str:
         return cache_key(self.model_id, self.revision, request)
@@ -159,18 +174,19 @@ class Engine:
     def _trace(self, unique: dict[str, Request], hits: set[str]) -> None:
         """Append one line per key not yet traced by this engine to ``<trace dir>/<pid>.jsonl``
         (one file per process, so concurrent jobs never interleave; one write per call)."""
-        new = [k for k in unique if k not in self._traced]
-        if not new:
-            return
-        job = job_name()
-        lines = "".join(canonical_json({
-            "key": k, "model": self.spec.name, "model_id": self.model_id, "revision": self.revision,
-            "role": self.role, "job": job, "prompt_sha256": prompt_hash(unique[k]), "hit": k in hits}) + "\n"
-            for k in new)
-        self.trace_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.trace_dir / f"{os.getpid()}.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(lines)
-        self._traced.update(new)
+        with self._lock:
+            new = [k for k in unique if k not in self._traced]
+            if not new:
+                return
+            job = job_name()
+            lines = "".join(canonical_json({
+                "key": k, "model": self.spec.name, "model_id": self.model_id, "revision": self.revision,
+                "role": self.role, "job": job, "prompt_sha256": prompt_hash(unique[k]), "hit": k in hits}) + "\n"
+                for k in new)
+            self.trace_dir.mkdir(parents=True, exist_ok=True)
+            with open(self.trace_dir / f"{os.getpid()}.jsonl", "a", encoding="utf-8") as fh:
+                fh.write(lines)
+            self._traced.update(new)
 
     def _replay_miss(self, misses: list[str], unique: dict[str, Request]) -> ReplayMissError:
         first = misses[0]
@@ -183,9 +199,18 @@ class Engine:
             f"or run without strict replay.")
 
     def generate(self, requests: Sequence[Request], desc: str | None = None) -> list[Response]:
-        """Answer ``requests`` in order (see module doc); ``desc`` turns on a tqdm bar."""
+        """Answer ``requests`` in order (see module doc); ``desc`` turns on a tqdm bar. The call's
+        counts are added to ``accounting`` at its end (under a lock: calls from several threads),
+        those of a failed call too."""
         t_start = time.perf_counter()
-        acc = self.accounting
+        acc = Accounting()
+        try:
+            return self._generate(requests, desc, acc, t_start)
+        finally:
+            with self._lock:
+                self.accounting.add(acc)
+
+    def _generate(self, requests, desc, acc: Accounting, t_start: float) -> list[Response]:
         requests = list(requests)
         for i, r in enumerate(requests):
             if not isinstance(r, Request):
@@ -219,19 +244,22 @@ class Engine:
             with progress(len(misses), desc and f"{desc} ({self.spec.name})", unit="req") as bar:
                 for i in range(0, len(misses), size):
                     chunk = misses[i:i + size]
-                    t0 = time.perf_counter()
-                    before = getattr(backend, "prefill_tokens", None)
-                    before_s = getattr(backend, "prefill_seconds", 0.0)
                     shown = bar.n
-                    if hasattr(backend, "on_progress"):  # a backend that reports prompts as they finish
-                        backend.on_progress = bar.update
-                    try:
-                        answers = backend.generate([unique[k] for k in chunk])
-                    finally:
-                        if hasattr(backend, "on_progress"):
-                            backend.on_progress = None
-                    acc.backend_seconds += time.perf_counter() - t0
-                    acc.backend_prefill_seconds += getattr(backend, "prefill_seconds", 0.0) - before_s
+                    # a local backend's counters and progress hook belong to this call while it holds the lock
+                    with self._serial or contextlib.nullcontext():
+                        t0 = time.perf_counter()
+                        before = getattr(backend, "prefill_tokens", None)
+                        before_s = getattr(backend, "prefill_seconds", 0.0)
+                        if hasattr(backend, "on_progress"):  # a backend that reports prompts as they finish
+                            backend.on_progress = bar.update
+                        try:
+                            answers = backend.generate([unique[k] for k in chunk])
+                        finally:
+                            if hasattr(backend, "on_progress"):
+                                backend.on_progress = None
+                        acc.backend_seconds += time.perf_counter() - t0
+                        acc.backend_prefill_seconds += getattr(backend, "prefill_seconds", 0.0) - before_s
+                        computed = backend.prefill_tokens - before if before is not None else None
                     if len(answers) != len(chunk):
                         raise ModelError(f"{self.spec.name}: backend returned {len(answers)} "
                                          f"responses for {len(chunk)} requests")
@@ -241,7 +269,7 @@ class Engine:
                     acc.backend_prompt_tokens += sum(a.prompt_tokens for a in answers)
                     acc.backend_completion_tokens += sum(a.completion_tokens for a in answers)
                     # a backend that does not count reuse computed every prompt token (as far as we know)
-                    acc.backend_computed_prompt_tokens += (backend.prefill_tokens - before if before is not None
+                    acc.backend_computed_prompt_tokens += (computed if computed is not None
                                                            else sum(a.prompt_tokens for a in answers))
                     if self.cache is not None:
                         self.cache.put_many({k: a.to_dict() for k, a in zip(chunk, answers)})
@@ -277,6 +305,13 @@ class EnginePool:
         self.registry = load_registry(registry_path)
         self.cache = LLMCache(cache_path) if cache_path is not None else None
         self._backends: dict[str, Any] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    @staticmethod
+    def _key(spec: ModelSpec) -> str:
+        # one backend per model and chat-template variables (a model with thinking on and off)
+        return f"{spec.name} {canonical_json(spec.chat_template_kwargs or {})}"
 
     def engine(self, model: str, role: str | None = None, template_kwargs: dict | None = None) -> Engine:
         spec = get_spec(self.registry, model)
@@ -286,18 +321,30 @@ class EnginePool:
         return Engine(spec, self.cache, pool=self, role=role)
 
     def backend(self, spec: ModelSpec):
-        # one backend per model and chat-template variables (a model with thinking on and off)
-        key = f"{spec.name} {canonical_json(spec.chat_template_kwargs or {})}"
-        if key not in self._backends:
-            from convrag.llm.backends import make_backend
-            self._backends[key] = make_backend(spec)
-        return self._backends[key]
+        key = self._key(spec)
+        with self._guard:  # engines of one model in two threads build it once
+            if key not in self._backends:
+                from convrag.llm.backends import make_backend
+                self._backends[key] = make_backend(spec)
+            return self._backends[key]
+
+    def lock(self, spec: ModelSpec) -> threading.Lock:
+        """The lock of a local model's backend: its engines call it one at a time."""
+        with self._guard:
+            return self._locks.setdefault(self._key(spec), threading.Lock())
 
     def close(self) -> None:
         for b in self._backends.values():
             if hasattr(b, "close"):
                 b.close()
         self._backends.clear()
+
+
+def is_remote(engine) -> bool:
+    """Whether ``engine`` calls an API model (backend ``openai``): its calls wait on the network,
+    not on this machine's GPU or CPU, so they can overlap local work. False for anything without
+    a registry spec (a test's stand-in)."""
+    return getattr(getattr(engine, "spec", None), "backend", None) == "openai"
 
 
 def load_engine(model: str, registry_path: str | Path = DEFAULT_REGISTRY,

@@ -61,12 +61,17 @@ class Reader:
         return out
 
     def answer(self, items: list, queries: list[str | None], sample_indices: list[int],
-               desc: str | None = None) -> tuple[list[dict], list[Response]]:
+               desc: str | None = None, results: SearchResult | None = None) -> tuple[list[dict], list[Response]]:
         """One turn record per item (and the raw responses, for accounting); ``desc`` names the
-        batch in the job's progress lines (convrag.progress)."""
+        batch in the job's progress lines (convrag.progress); ``results``: ``retrieve(queries)``
+        when the caller ran it already (elsewhere: lic_rag's simulate retrieves with an API model
+        while the GPU answers other conversations)."""
         if self.closed_book:
             queries = [None] * len(items)
-        results = self.retrieve(queries)
+        if results is None:
+            results = self.retrieve(queries)
+        elif len(results) != len(items):
+            raise ValueError(f"answer: {len(results)} retrieval results for {len(items)} items")
         reqs = [Request(messages=self.build_messages(it, self.shown(hits)), sampling=self.sampling, seed=self.seed,
                         sample_index=si) for it, hits, si in zip(items, results, sample_indices)]
         resps = self.engine.generate(reqs) if desc is None else self.engine.generate(reqs, desc=desc)

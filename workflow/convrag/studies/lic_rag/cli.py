@@ -41,7 +41,7 @@ def cmd_simulate(a):
     from convrag.records import Passage, Question, ShardSet, read_records
     from convrag.retrieval import capabilities, load_retriever
     from convrag.studies.lic_rag import STUDY
-    from convrag.studies.lic_rag.labels import label
+    from convrag.studies.lic_rag.labels import Labels
     from convrag.studies.lic_rag.plan import Settings, job_block
     from convrag.resources import read_prompt_file
     from convrag.studies.lic_rag.simulate import ConversationRunner, check_prompts
@@ -77,14 +77,13 @@ def cmd_simulate(a):
             cells=a.cells, retriever=retriever, retriever_name=a.retriever_name, capabilities=caps,
             model_name=a.model, user_model_name=a.user_model, dataset=a.dataset, passages=passages,
             assistant_engine=assistant, user_engine=user, settings=settings,
-            prompts=read_prompt_file(a.prompts, check_prompts, "assistant prompts"),
+            prompts=read_prompt_file(a.prompts, check_prompts, "assistant prompts"), retriever_engine=llm,
         )
-        by_cell = runner.run(chunk, shards)
-        if all(labelling):
-            label([c for v in by_cell.values() for c in v], {(q.dataset, q.qid): q for q in chunk},
-                  classifier, yaml.safe_load(open(a.classifier_prompts)),
-                  judge, yaml.safe_load(open(a.judge_prompts)),
-                  block["classifier"]["max_tokens"], block["judge"]["max_tokens"])
+        labels = Labels({(q.dataset, q.qid): q for q in chunk}, classifier, yaml.safe_load(open(a.classifier_prompts)),
+                        judge, yaml.safe_load(open(a.judge_prompts)), block["classifier"]["max_tokens"],
+                        block["judge"]["max_tokens"]) if all(labelling) else None
+        # API roles overlap the GPU's work where they can (ConversationRunner.run)
+        by_cell = runner.run(chunk, shards, labels=labels, overlap=None if a.overlap == "auto" else False)
         cells = {f"{c}_{p}": {"conversations": len(v), "unanswered_turns": sum(x.n_unanswered_turns for x in v),
                               **runner.usage.get(f"{c}_{p}", {})}
                  for (c, p), v in by_cell.items()}
@@ -135,8 +134,9 @@ def add_cli(sub) -> None:
                    help="apply: keep at most this many passed sets, the first in file order (the dataset's n_questions)")
     s.add_argument("--out", required=True)
 
-    s = add("simulate", cmd_simulate, "simulate one chunk of conversations for every cell of one retriever (lockstep "
-            "batched), then label every assistant turn and judge every final answer")
+    s = add("simulate", cmd_simulate, "simulate one chunk of conversations for every cell of one retriever (batched "
+            "per turn; API roles overlap a local assistant's batches), label every assistant turn and judge every "
+            "final answer")
     s.add_argument("--questions", nargs="+", required=True, help="questions files: the dataset's, then its reserve "
                    "(sharding.replace_failed)")
     for k in ("shards", "corpus", "index-dir", "retriever", "retriever-name", "prompts", "dataset",
@@ -152,6 +152,10 @@ def add_cli(sub) -> None:
     s.add_argument("--reasoning", choices=["on", "off"], default=None,
                    help="the assistant model's thinking switch (chat template enable_thinking; default: its registry entry)")
     s.add_argument("--threads", type=int, default=None)
+    s.add_argument("--overlap", choices=["auto", "off"], default="auto",
+                   help="auto: an API user simulator's calls (and API retrieval and labels) overlap a local "
+                        "assistant's batches, in two cohorts of conversations; off: every turn in lockstep "
+                        "(the same conversations)")
 
     s = add("score", cmd_score, "score conversations (EM/F1 per turn, BEST, recall, categories, judge, dependency "
             "order) into Parquet")
