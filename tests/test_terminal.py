@@ -69,6 +69,13 @@ def test_a_running_jobs_progress_lines_give_its_time_left(tmp_path):
         bar.update(40)  # 40 in 40 s: 60 left at 1/s
         fh.flush()
     assert job_log_eta([str(log)], 1040.0) == pytest.approx(60.0)
+    early = tmp_path / "early.log"  # 1 of 48 after 150 s: too early to trust (two hours)
+    with open(early, "w") as fh:
+        now[0] = 1000.0
+        bar = LogProgress(48, "pog conversations done", unit="conv", stream=fh, interval=0, clock=lambda: now[0])
+        now[0] = 1150.0
+        bar.update(1)
+    assert job_log_eta([str(early)], 1150.0) is None
     p = RunProgress(cores=1)
     p.plan({"simulate": 1, "total": 1})
     p.start(7, "simulate", 1000.0, logs=[str(log)])

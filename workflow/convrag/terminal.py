@@ -60,9 +60,14 @@ def job_line(t: float, rule: str, jobid, wildcards: dict | None, local: bool = F
     return clip(f"[{clock_time(t)}] {kind} {rule}: job {jobid}" + (f", {wc}" if wc else ""), limit)
 
 
+TRUSTED_SHARE = 0.1  # a task's ETA counts once this share of its items is done
+
+
 def job_log_eta(logs, now: float) -> float | None:
     """Seconds left of a running job from the ``[progress]`` lines of its log (the largest ETA of
-    its open tasks; convrag.status); None without such a line."""
+    its open tasks, as convrag.status computes it); None without such a line. A task with under
+    ``TRUSTED_SHARE`` of its items done gives none: one conversation of 48 after 150 s says two
+    hours, while a batch finishes most of its items together at the end."""
     from convrag.status import read_tasks
 
     etas = []
@@ -74,7 +79,8 @@ def job_log_eta(logs, now: float) -> float | None:
             tasks = read_tasks(p)
         except OSError:
             continue
-        etas += [e for t in tasks if not t.finished and (e := t.eta(now)) is not None]
+        etas += [e for t in tasks if not t.finished and t.total and t.done >= TRUSTED_SHARE * t.total
+                 and (e := t.eta(now)) is not None]
     return max(etas) if etas else None
 
 
