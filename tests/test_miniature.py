@@ -142,7 +142,11 @@ def test_recor_cut_makes_release_files_the_loader_reads(tmp_path):
                                                                             "conversations": ["2"]}},
               base + "qrels_train.txt": {"path": str(pilot), "recor": {"file": "qrels_train.txt", "conversations": ["2"]}},
               base + "bad.json": {"path": str(pilot), "recor": {"file": "benchmark_dev.json", "conversations": ["9"]}},
-              base + "named.jsonl": {"path": str(pilot), "recor": {"file": "documents.jsonl", "conversations": ["2"]}}}
+              base + "named.jsonl": {"path": str(pilot), "recor": {"file": "documents.jsonl", "conversations": ["2"]}},
+              base + "one_turn.json": {"path": str(pilot), "recor": {"file": "benchmark_dev.json", "conversations": ["ex_1"],
+                                                                     "turns": 1}},
+              base + "one_turn.txt": {"path": str(pilot), "recor": {"file": "qrels_dev.txt", "conversations": ["ex_1"],
+                                                                    "turns": 1}}}
     mini._BYTES.clear()
     try:
         assert mini.served_bytes(base + "qrels_dev.txt", served) == (
@@ -153,8 +157,10 @@ def test_recor_cut_makes_release_files_the_loader_reads(tmp_path):
             mini.served_bytes(base + "bad.json", served)
         assert [json.loads(ln)["doc_id"] for ln in mini.served_bytes(base + "named.jsonl", served).splitlines()] == [
             "x/y_1.txt"]
+        assert json.loads(mini.served_bytes(base + "one_turn.json", served))[0]["turns"] == convs[0]["turns"][:1]
+        assert mini.served_bytes(base + "one_turn.txt", served) == b"ex_1_turn_1\t0\tdrones_ex_1_doc_0\t1\n"
         for name in served:
-            if name not in (base + "bad.json", base + "named.jsonl"):
+            if "/bad." not in name and "/named." not in name and "/one_turn." not in name:
                 (tmp_path / name.rsplit("/", 1)[1]).write_bytes(mini.served_bytes(name, served))
         files = {split: {"drones": {"benchmark": tmp_path / f"benchmark_{split}.json",
                                     "qrels": tmp_path / f"qrels_{split}.txt", "documents": tmp_path / "documents.jsonl"}}
@@ -267,7 +273,7 @@ def _run(study, tmp_path):
 @pytest.mark.skipif(not os.environ.get("CONVRAG_MINIATURE_TESTS"),
                     reason="the miniature runs are not yet within the CI budget (issue 44): set "
                            "CONVRAG_MINIATURE_TESTS=1 and select with -m miniature")
-@pytest.mark.parametrize("study", ["mtrag_un", "lic_rag", "coral"])
+@pytest.mark.parametrize("study", ["mtrag_un", "lic_rag", "coral", "worse_labels"])
 def test_miniature_runs_every_rule_of_the_paper_plan(study, tmp_path, shared_data):
     code, executed, planned, text = _run(study, tmp_path)
     not_offline = NOT_OFFLINE.get(study, {})
@@ -279,7 +285,7 @@ def test_miniature_runs_every_rule_of_the_paper_plan(study, tmp_path, shared_dat
     assert (results / "reproduction.csv").is_file() or any(results.glob("reproduction*")), sorted(results.iterdir())
 
 
-@pytest.mark.parametrize("study", ["mtrag_un", "lic_rag", "coral"])
+@pytest.mark.parametrize("study", ["mtrag_un", "lic_rag", "coral", "worse_labels"])
 def test_miniature_overlay_laid_over_its_paper_config_is_valid_and_pinned(study, monkeypatch):
     """The overlay merged as Snakemake merges --configfile files (dicts deep, lists replaced)
     validates, and every download it leaves is pinned (convrag sources' check)."""

@@ -103,7 +103,8 @@ def _recor(folder: Path, cut: dict) -> bytes:
     release's JSON array (objects verbatim); ``qrels_<split>.txt`` their qrels, the pilot's
     ``<conv>#turn<n> 0 <doc> 1`` as the release's tab-separated ``<conv>_turn_<n>\t0\t<doc>\t1``;
     ``documents.jsonl`` the pilot documents the qrels of those conversations name, all of them
-    without ``conversations`` (other conversations' gold are then a domain's negatives)."""
+    without ``conversations`` (other conversations' gold are then a domain's negatives);
+    ``turns`` (optional) keeps each conversation's first turns and their qrels."""
     from convrag.data.recor import pilot_topic_id, topic_id
 
     name, convs = cut["file"], [str(c) for c in cut.get("conversations") or []]
@@ -117,7 +118,9 @@ def _recor(folder: Path, cut: dict) -> bytes:
     chosen = {}
     for ln in (folder / "benchmark.jsonl").read_text(encoding="utf-8").splitlines():
         if ln.strip() and str(json.loads(ln)["id"]) in convs:
-            chosen[str(json.loads(ln)["id"])] = json.loads(ln)
+            chosen[str(json.loads(ln)["id"])] = conv = json.loads(ln)
+            if cut.get("turns"):
+                conv["turns"] = conv["turns"][:int(cut["turns"])]
     missing = [c for c in convs if c not in chosen]
     if missing or not convs:
         raise ConfigError(f"miniature.serve: recor cut: conversation(s) {missing or '(none named)'} not in "
