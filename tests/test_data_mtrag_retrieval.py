@@ -8,14 +8,14 @@ import pytest
 
 from convrag.data.benchmarks import benchmark_loader
 from convrag.data.gold import check_gold
-from convrag.data.mtrag import load_passage_corpus, strip_speaker_tags
+from convrag.data.mtrag import QUERY_FILES, load_passage_corpus, strip_speaker_tags
 from convrag.errors import ConfigError, DataError
 from convrag.metrics.registry import score_task_runs
 from convrag.metrics.retrieval import write_trec_run
 from convrag.rag.policies import get_policy
 from convrag.rag.retrieve import query_states
 from convrag.retrieval import build_index, load_retriever
-from convrag.studies.worse_labels.retrieve import query_text
+from convrag.studies.worse_labels.retrieve import query_texts
 
 from mtrag_helpers import local_retrieval_spec
 
@@ -52,12 +52,11 @@ def test_the_777_tasks_and_their_shipped_queries(shared_data):
         assert [t.task_id for t in ts] == list(shipped["lastturn"])  # the shipped order, ids as shipped
         assert all(t.task_id == f"{t.conversation_id}<::>{t.turn}" for t in ts)
         states = query_states(ts)
-        for policy, kind in (("current", "lastturn"), ("rewrite", "rewrite"), ("history", "questions")):
+        for kind, policy in QUERY_FILES.items():
             got = get_policy(policy).fn(states).queries
             assert got == [shipped[kind][t.task_id] for t in ts], (d, policy)
-        # worse_labels' ladder rungs (query: turn / rewrite / questions) read the same shipped texts
-        for mode, kind in (("turn", "lastturn"), ("rewrite", "rewrite"), ("questions", "questions")):
-            assert [query_text(t, mode) for t in ts] == [shipped[kind][t.task_id] for t in ts], (d, mode)
+            # worse_labels' ladder rungs (query: current / rewrite / history) read the same shipped texts
+            assert query_texts(ts, policy) == got, (d, policy)
     stripped, _ = loader.tasks("mtrag_r", {**spec, "tags": "strip"}, _files(spec))
     t = stripped[0]
     assert t.question == strip_speaker_tags(tasks[0].question) and "|user|" not in t.rewrite
@@ -209,14 +208,13 @@ def test_workflow_runs_the_ladder_on_the_retrieval_tasks(shared_data, tmp_path):
 
     spec = _spec(shared_data, domains=("govt",))
     del spec["tags"]  # the default: keep
-    rungs = {"questions_bm25": ("questions", "history"), "last_bm25": ("turn", "current"),
-             "rewrite_bm25": ("rewrite", "rewrite")}
+    rungs = {"questions_bm25": "history", "last_bm25": "current", "rewrite_bm25": "rewrite"}  # rung -> query policy
     judge = "smollm2-135m"  # named by the study's schema; no target below calls a model
     cfg = {"studies": ["worse_labels"], "results_dir": "results", "warm_start": False,
            "benchmarks": {"mtrag_r": {**spec, "allow_missing_gold": True}},
            "retrievers": {"bm25": {"kind": "bm25", "params": {"backend": "bm25s", "k1": 0.9, "b": 0.4}}},
            "worse_labels": {"slices": {"mtrag": {"benchmark": "mtrag_r", "answerability": None, "ladder": {
-               r: {"kind": "query", "retriever": "bm25", "query": q} for r, (q, _) in rungs.items()}}},
+               r: {"kind": "query", "retriever": "bm25", "query": q} for r, q in rungs.items()}}},
                "main": "mtrag", "replication": None, "readers": {"models": [judge]},
                "judges": {"content": [judge], "primary": judge, "answer": {"model": judge},
                           "audit": {"model": judge}}}}
@@ -235,10 +233,11 @@ def test_workflow_runs_the_ladder_on_the_retrieval_tasks(shared_data, tmp_path):
     shipped = {k: _lines(shared_data / "mtrag_retrieval" / f"govt_{k}.jsonl") for k in ("lastturn", "rewrite",
                                                                                          "questions")}
     qrels = _official_qrels(shared_data / "mtrag_retrieval" / "qrels_govt.tsv")
-    for rung, (mode, policy) in rungs.items():
+    shipped_file = {policy: kind for kind, policy in QUERY_FILES.items()}
+    for rung, policy in rungs.items():
         queries = {r["task_id"]: r["query"] for r in map(json.loads, (tmp_path / (runs[rung] + ".queries.jsonl"))
                                                          .read_text().splitlines())}
-        assert queries == shipped[{"turn": "lastturn"}.get(mode, mode)], rung
+        assert queries == shipped[shipped_file[policy]], rung
         run = {}
         for line in (tmp_path / (runs[rung] + ".trec")).read_text().splitlines():
             qid, _, doc, _, score, _ = line.split()

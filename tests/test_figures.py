@@ -36,9 +36,21 @@ def coloured_pixels(png, width: float = 0.8) -> int:
     """Pixels with a clear colour (not white, grey or black: bars, lines, points, heatmap cells)
     in the left ``width`` of the image; the helpers put the legend at the right, so its
     coloured swatches do not count as marks."""
-    a = _pixels(png)
+    a = _above_band(_pixels(png))
     a = a[:, : int(a.shape[1] * width)]
     return int(((a.max(axis=2) - a.min(axis=2)) > 60).sum())
+
+
+BAND_FILL = (255, 224, 179)  # figures.small_model_warning's #ffe0b3
+
+
+def _above_band(a: np.ndarray) -> np.ndarray:
+    """The image above a stand-in warning band (orange, under the panels), so that the band
+    never passes for a mark: rows from the first one whose pixels are a tenth the band's fill,
+    less its border, are cut."""
+    fill = (np.abs(a - np.array(BAND_FILL)).max(axis=2) <= 4).mean(axis=1) > 0.1
+    rows = np.flatnonzero(fill)
+    return a[: max(rows[0] - 8, 0)] if rows.size else a
 
 
 def _recovery_gaps(df: pd.DataFrame) -> pd.Series:
@@ -325,3 +337,110 @@ def test_lines_orders_draw_and_legend_in_the_given_order(tmp_path):
         lines(df, tmp_path / "l", x="turn", y="recall", group=["condition", "policy"], orders=orders)
     assert seen == ["SHARDED / history", "SHARDED / current", "RECAP / history", "RECAP / current",
                     "SNOWBALL / history", "SNOWBALL / current"]
+
+
+def _texts_when_saved(monkeypatch):
+    """Every figure's texts as it is saved (Figure.savefig is called once per PNG and PDF)."""
+    from matplotlib.figure import Figure
+
+    saved, real = [], Figure.savefig
+
+    def spy(self, fname, *a, **kw):
+        if kw.get("format") == "png":
+            saved.append([t.get_text() for t in self.texts])
+        return real(self, fname, *a, **kw)
+
+    monkeypatch.setattr(Figure, "savefig", spy)
+    return saved
+
+
+def test_a_run_of_stand_ins_says_so_on_every_figure(tmp_path, monkeypatch):
+    """Issue 45: a figure whose numbers come from a model under 1B says so on the figure itself.
+    build_target draws every figure target inside figures.stand_in_warning with the run's tiny
+    models (context tiny_models, from the rules): one band naming them, under any note of the
+    figure; none on a model-free target (a benchmark's own statistics), none on a placeholder,
+    none without tiny models; a figure's own tiny-judge band gives way to the run's."""
+    saved = _texts_when_saved(monkeypatch)
+    bars = pd.DataFrame({"x": ["a", "b"], "y": [0.2, 0.4], "h": ["m", "m"]})
+
+    def _bars(df, stem):
+        grouped_bars(df, stem, x="x", y="y", hue="h", notes={("all", "a"): "d 0.1"}, notes_label="d: a difference")
+
+    def _judged(df, stem):
+        figures.scatter(df.assign(y2=df.y), stem, x="y", y="y2", label="x",
+                        warn=("the accuracy is judged by", {"tiny-judge": 0.2}))
+
+    class Fake:
+        key = "fake"
+
+        def all_targets(self):
+            return {"bars": Target("bars", "figure", lambda i, c: bars, _bars),
+                    "stats": Target("stats", "figure", lambda i, c: bars, _bars, model_free=True),
+                    "judged": Target("judged", "figure", lambda i, c: bars, _judged),
+                    "empty": Target("empty", "figure", lambda i, c: pd.DataFrame(), _bars)}
+
+        def caption(self, name):
+            return f"Figure {name}."
+
+    tiny = {"tiny_models": {"smollm2-135m": 0.135}}
+    band = ("Warning: these numbers come from smollm2-135m (0.135B parameters), a tiny stand-in (under 1B): a "
+            "check that the pipeline runs, not a measure of quality")
+    bands = []
+    for name, context in (("bars", tiny), ("stats", tiny), ("judged", tiny), ("empty", tiny), ("bars", {}),
+                          ("judged", {})):
+        build_target(Fake(), name, {}, context, str(tmp_path / f"{name}{len(bands)}"))
+        bands.append([t.replace("\n", " ") for t in saved[-1] if t.startswith("Warning:")])
+    assert bands[0] == [band]  # the run's stand-in, once
+    assert bands[1] == [] and bands[3] == [] and bands[4] == []  # model-free, placeholder, no tiny model
+    assert bands[2] == [band]  # the judge's own band gives way to the run's, which names every stand-in
+    assert bands[5] == ["Warning: the accuracy is judged by tiny-judge (0.2B parameters), a tiny stand-in (under "
+                        "1B): a check that the pipeline runs, not a measure of quality"]
+    assert figures.active_stand_ins() == {}  # the context is left as found
+
+
+def test_a_band_alone_is_no_mark(tmp_path):
+    """coloured_pixels (the run-level check that a figure shows something) does not count the
+    stand-in band: an empty canvas with a band has no mark; the same with a bar has."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    def draw(bar: bool):
+        fig = Figure(figsize=(6, 3))
+        FigureCanvasAgg(fig)
+        ax = fig.subplots()
+        if bar:
+            ax.bar([0], [1.0], color="C0")
+        figures.small_model_warning(fig, "these numbers come from", {"m": 0.1})
+        return figures.save_figure(fig, tmp_path / f"bar{bar}")[0]
+
+    assert coloured_pixels(draw(False)) == 0
+    assert coloured_pixels(draw(True)) > MIN_MARK
+
+
+def test_the_stand_in_band_goes_under_the_figures_notes():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 3))
+    FigureCanvasAgg(fig)
+    fig.subplots().plot([0, 1], [0, 1])
+    note = fig.text(0.5, 0, "a note\nof two lines", ha="center", va="top")
+    figures.small_model_warning(fig, "these numbers come from", {"m": 0.1})
+    band = fig.texts[-1]
+    r = fig.canvas.get_renderer()
+    assert band.get_window_extent(r).y1 < note.get_window_extent(r).y0  # wholly below the note
+    alone = Figure(figsize=(6, 3))
+    FigureCanvasAgg(alone)
+    figures.small_model_warning(alone, "these numbers come from", {"m": 0.1})
+    assert alone.texts[-1].get_position() == (0.5, 0)  # no note: right under the panels
+
+
+def test_the_runs_tiny_models_come_from_its_settings():
+    from convrag.config import REPO_ROOT, load_config
+    from convrag.studies import get_study
+
+    config = load_config(REPO_ROOT / "config" / "config.yaml")
+    for key in ("lic_rag", "mtrag_un", "coral", "worse_labels", "cross"):
+        assert get_study(key).tiny_models(config) == {"smollm2-135m": 0.135}, key
+    paper = load_config(REPO_ROOT / "config" / "studies" / "mtrag_un.yaml")
+    assert get_study("mtrag_un").tiny_models(paper) == {}  # the paper's models: no band

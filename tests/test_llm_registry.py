@@ -16,7 +16,9 @@ def test_shipped_registry():
     reg = load_registry(ROOT / "config" / "models.yaml")
     assert "smollm2-135m" in reg
     default = reg["smollm2-135m"]
-    assert default.backend == "transformers" and default.batch_size == 32
+    # issue 47 item 4: a call of up to 256 requests keeps 64 decode rows full on CPU
+    assert default.backend == "transformers" and default.batch_size == 256
+    assert (default.max_num_seqs, default.max_num_batched_tokens) == (64, 8192)
     folder, gguf = default.weights_location()
     assert gguf == "SmolLM2-135M-Instruct.Q4_1.gguf" and (Path(folder) / gguf).exists()
     paper = {n: s for n, s in reg.items() if n != "smollm2-135m"}

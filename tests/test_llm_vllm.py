@@ -120,9 +120,13 @@ def test_scheduler_knobs_reach_vllm_and_are_checked(fake_vllm):
     assert kw["max_num_seqs"] == 128 and kw["max_num_batched_tokens"] == 16384
     with pytest.raises(ConfigError, match=r"q\.max_num_seqs: expected a positive integer"):
         parse_registry({"q": {**entry, "max_num_seqs": 0}})
-    with pytest.raises(ConfigError, match=r"t\.max_num_batched_tokens: a vLLM scheduler setting"):
-        parse_registry({"t": {"backend": "transformers", "weights": {"hf_repo": "x/y"},
+    with pytest.raises(ConfigError, match=r"o\.max_num_batched_tokens: a scheduler setting of the vllm and transformers"):
+        parse_registry({"o": {"backend": "openai", "api_model": "x", "base_url": "http://127.0.0.1:9",
                               "max_num_batched_tokens": 4096}})
+    # the transformers backend takes them too (rows decoded at once, positions per prompt pass)
+    t = parse_registry({"t": {"backend": "transformers", "weights": {"hf_repo": "x/y"}, "max_num_seqs": 64,
+                              "max_num_batched_tokens": 4096}})["t"]
+    assert (t.max_num_seqs, t.max_num_batched_tokens) == (64, 4096)
 
 
 def test_sampling_params_mapping(fake_vllm, spec):

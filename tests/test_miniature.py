@@ -39,6 +39,40 @@ def test_rule_counts_from_snakemake_output():
     assert mini.executed_rules(run) == {"a": 1, "download_file": 1}
 
 
+def test_json_cuts_fields_and_supporting_passages(tmp_path):
+    """``fields`` cuts an object's record lists each by its own cut (MTRAG's human-evaluation file:
+    tasks and evaluations to the same ids, documents whole); ``titles_of`` with ``supporting`` keeps
+    a corpus's passages that the questions' supporting facts name (the ones the HippoRAG loader
+    requires) and the first ``distractors`` other context titles of each question."""
+    human = {"name": "x", "documents": [{"document_id": "d1"}, {"document_id": "d2"}],
+             "tasks": [{"task_id": "t1"}, {"task_id": "t2"}, {"task_id": "t3"}],
+             "evaluations": [{"task_id": t, "model_id": m} for t in ("t1", "t2", "t3") for m in ("a", "b")]}
+    (tmp_path / "human.json").write_text(json.dumps(human))
+    questions = [{"_id": "q1", "supporting_facts": [["B", 0], ["D", 1], ["B", 2]],
+                  "context": [["A", ["a"]], ["B", ["b"]], ["C", ["c"]], ["D", ["d"]], ["E", ["e"]]]}]
+    (tmp_path / "q.json").write_text(json.dumps(questions))
+    (tmp_path / "c.json").write_text(json.dumps({t: t.lower() for t in "ABCDEF"}))
+    served = {"h/human.json": {"path": str(tmp_path / "human.json"), "json": {"fields": {
+                  "tasks": {"where": {"task_id": ["t1", "t3"]}}, "evaluations": {"where": {"task_id": ["t1", "t3"]}}}}},
+              "h/q.json": {"path": str(tmp_path / "q.json")},
+              "h/c.json": {"path": str(tmp_path / "c.json"), "json": {"titles_of": "h/q.json", "supporting": True,
+                                                                       "distractors": 1}},
+              "h/all.json": {"path": str(tmp_path / "c.json"), "json": {"titles_of": "h/q.json"}},
+              "h/bad.json": {"path": str(tmp_path / "human.json"), "json": {"fields": {"nope": {"head": 1}}}}}
+    mini._BYTES.clear()
+    try:
+        cut = json.loads(mini.served_bytes("h/human.json", served))
+        assert [t["task_id"] for t in cut["tasks"]] == ["t1", "t3"] and cut["documents"] == human["documents"]
+        assert [(e["task_id"], e["model_id"]) for e in cut["evaluations"]] == [("t1", "a"), ("t1", "b"),
+                                                                                ("t3", "a"), ("t3", "b")]
+        assert json.loads(mini.served_bytes("h/c.json", served)) == {"A": "a", "B": "b", "D": "d"}
+        assert json.loads(mini.served_bytes("h/all.json", served)) == {t: t.lower() for t in "ABCDE"}
+        with pytest.raises(mini.ConfigError, match="field 'nope' is not in the served object"):
+            mini.served_bytes("h/bad.json", served)
+    finally:
+        mini._BYTES.clear()
+
+
 def test_mirror_serves_cuts_with_hub_headers(tmp_path, monkeypatch):
     src = tmp_path / "q.jsonl"
     src.write_text('{"id": 1, "d": "a"}\n{"id": 2, "d": "b"}\n{"id": 3, "d": "a"}\n')
@@ -273,7 +307,7 @@ def _run(study, tmp_path):
 @pytest.mark.skipif(not os.environ.get("CONVRAG_MINIATURE_TESTS"),
                     reason="the miniature runs are not yet within the CI budget (issue 44): set "
                            "CONVRAG_MINIATURE_TESTS=1 and select with -m miniature")
-@pytest.mark.parametrize("study", ["mtrag_un", "lic_rag", "coral", "worse_labels"])
+@pytest.mark.parametrize("study", ["mtrag_un", "lic_rag", "coral", "worse_labels", "cross"])
 def test_miniature_runs_every_rule_of_the_paper_plan(study, tmp_path, shared_data):
     code, executed, planned, text = _run(study, tmp_path)
     not_offline = NOT_OFFLINE.get(study, {})
@@ -282,10 +316,13 @@ def test_miniature_runs_every_rule_of_the_paper_plan(study, tmp_path, shared_dat
     assert executed == planned - len(not_offline)
     assert code == (0 if not not_offline else 1)
     results = tmp_path / f"results/miniature_{study}" / study / "tables"
-    assert (results / "reproduction.csv").is_file() or any(results.glob("reproduction*")), sorted(results.iterdir())
+    if study == "cross":  # the project's own grid: no paper's numbers (resources/published) to reproduce
+        assert (results / "results_long.csv").is_file() and (results / "plan.csv").is_file(), sorted(results.iterdir())
+    else:
+        assert (results / "reproduction.csv").is_file() or any(results.glob("reproduction*")), sorted(results.iterdir())
 
 
-@pytest.mark.parametrize("study", ["mtrag_un", "lic_rag", "coral", "worse_labels"])
+@pytest.mark.parametrize("study", ["mtrag_un", "lic_rag", "coral", "worse_labels", "cross"])
 def test_miniature_overlay_laid_over_its_paper_config_is_valid_and_pinned(study, monkeypatch):
     """The overlay merged as Snakemake merges --configfile files (dicts deep, lists replaced)
     validates, and every download it leaves is pinned (convrag sources' check)."""

@@ -107,6 +107,22 @@ def test_items_without_judge_score_and_cells_without_labels():
     assert b3["estimate"] == pytest.approx(0.525) and pd.isna(b3["reason"])
 
 
+def test_a_system_without_any_judge_score_is_a_blank_row_with_its_reason():
+    """A metric no item of a system has (a cut human-evaluation file: RL_F unparsed everywhere for
+    A) gives that system's row and its pair's a reason, not an IndexError (was: t.iloc[-1] of an
+    empty ppi_table, or ppi_table's refusal of a pair naming it)."""
+    rows = _rows()
+    rows.loc[rows.system == "A", "RL_F"] = np.nan
+    t = judge_corrected_table(rows, labelled_share=0.5, seed=0)
+    a, b, d = t.iloc[0], t.iloc[1], t.iloc[2]
+    assert a["reason"] == "no PPI estimate: no item of A has a judge score" and a["n_all"] == 0
+    assert a["n_no_judge"] == 4 and pd.isna(a["estimate"]) and pd.isna(a["judge_mean"])
+    assert d["reason"] == "no PPI estimate: no item of A has a judge score" and d["n_no_judge"] == 4
+    # B unchanged: seed 0 labels t3 and t4, (.5 + .5 + .6 + .2)/4 + mean(.75 - .6, 0 - .2) = .45 - .025
+    assert labelled_tasks([f"t{i}" for i in range(1, 5)], 0.5, 0) == {"t3", "t4"}
+    assert b["estimate"] == pytest.approx(0.425) and pd.isna(b["reason"])
+
+
 def test_official_and_composite_pairs():
     rows = _rows()
     rows["official_rl_f"] = rows["RL_F"]

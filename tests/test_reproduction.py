@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from convrag.config import REPO_ROOT, load_config
+from convrag.config import REPO_ROOT, load_config, load_configs
 from convrag.errors import DataError
 from convrag.layout import Layout
 from convrag.report.reproduction import (
@@ -29,6 +29,7 @@ from convrag.report.reproduction import (
     Ours,
     default_margin,
     load_published,
+    miniature_reason,
     published_path,
     reproduction_artifacts,
     reproduction_table,
@@ -966,3 +967,65 @@ def test_a_correlation_has_its_own_scale_not_a_share():
     assert {e.scale for e in corr} == {"correlation"}
     r = next(e for e in corr if e.id == "judge_gap.r_history")
     assert r.value == 0.94 and r.ours.value == "pearson_r"
+
+
+# ---- a miniature run (issue 44): every row not comparable, for the miniature's reason ------------------
+
+
+def test_a_miniature_run_compares_no_row_with_the_paper(tmp_path):
+    """A miniature's numbers come from a cut of a few records and tiny stand-in models: a row that
+    would be reproduced, one that would not, a statement, and a row already not comparable all say
+    "not comparable", the miniature's reason first (other incomparabilities after it), our number
+    and interval still shown, caveats kept; the page counts them all as not comparable."""
+    from convrag.report.reproduction import MINIATURE, reproduction_page
+
+    t9 = tmp_path / "t9.csv"
+    pd.DataFrame({"dataset": ["all", "all"], "policy": ["history", "current"], "gap": [0.110, 0.05],
+                  "ci_low": [0.099, 0.01], "ci_high": [0.134, 0.09]}).to_csv(t9, index=False)
+    ours9 = {"target": "t9", "where": {"dataset": "all", "policy": "history"}, "value": "gap", "low": "ci_low",
+             "high": "ci_high", "scale": 100}
+    entries = [
+        {**GOOD, "id": "inside"},
+        {**GOOD, "id": "outside", "value": 15.0, "ci": [14.0, 16.0]},
+        {**GOOD, "id": "substituted", "requires": {"models": ["gemma-4-31b-it"]}},
+        {**GOOD, "id": "incomparable", "incomparable": "the paper counts both splits, the run one"},
+        {"id": "positive", "source": "§5.2", "what": "both gaps positive", "kind": "statement", "scale": "points",
+         "holds": {"all": "> 0"}, "ours": {**ours9, "where": {"dataset": "all", "policy": ["history", "current"]}}},
+    ]
+    path = _write(tmp_path, entries)
+    tables = {"t9": str(t9)}
+    run = {"models": ["qwen3-8b"]}
+    full = reproduction_table("demo", path, tables, {"reproduction": run}).set_index("id")
+    # the same rows outside a miniature: the verdict rules decide
+    assert list(full["verdict"]) == [REPRODUCED, NOT_REPRODUCED, REPRODUCED, NOT_COMPARABLE, REPRODUCED]
+    why = miniature_reason(load_configs([PAPER_CONFIGS["coral"], REPO_ROOT / "config" / "miniatures" / "coral.yaml"]))
+    df = reproduction_table("demo", path, tables, {"reproduction": run, MINIATURE: why}).set_index("id")
+    assert set(df["verdict"]) == {NOT_COMPARABLE}
+    for i in ("inside", "outside", "substituted", "positive"):
+        assert df.loc[i, "reason"] == why, i
+    assert df.loc["incomparable", "reason"] == why + "; the paper counts both splits, the run one"
+    assert df.loc["inside", "ours"] == pytest.approx(11.0)
+    assert (df.loc["inside", "ours_ci_low"], df.loc["inside", "ours_ci_high"]) == pytest.approx((9.9, 13.4))
+    assert df.loc["outside", "ours"] == pytest.approx(11.0)
+    assert df.loc["substituted", "caveats"] == "substituted model: the paper's gemma-4-31b-it (this run: qwen3-8b)"
+    page = reproduction_page(df.reset_index(), "caption")
+    assert page.splitlines()[0] == ("5 published numbers: 0 reproduced, 0 not reproduced, 0 inconclusive, "
+                                    "5 not comparable")
+    assert page.count("miniature run (the paper config") == 1  # one note, shared by every row
+    with pytest.raises(DataError, match=r"context\['miniature'\] of the demo reproduction target must be the reason"):
+        reproduction_table("demo", path, tables, {"reproduction": run, MINIATURE: True})
+
+
+@pytest.mark.parametrize("study", ["lic_rag", "mtrag_un", "coral", "worse_labels", "cross"])
+def test_a_miniature_is_known_by_its_overlay(study):
+    """The overlay's ``miniature`` block makes a run a miniature (so ``snakemake --configfile
+    <paper> <overlay>`` is one too); the paper config alone is not, nor is a mirror alone."""
+    paper = REPO_ROOT / "config" / "studies" / f"{study}.yaml"
+    assert miniature_reason(load_configs([paper])) is None
+    assert miniature_reason({**load_configs([paper]), "download_mirror": "http://127.0.0.1:9"}) is None
+    cfg = load_configs([paper, REPO_ROOT / "config" / "miniatures" / f"{study}.yaml"])
+    why = miniature_reason(cfg)
+    assert why.startswith("miniature run (the paper config with its config/miniatures overlay): cut data")
+    assert f"registry {cfg['models_registry']}" in why and "tiny stand-in models" in why
+    if cfg["miniature"].get("api_model"):
+        assert f"API roles answered by {cfg['miniature']['api_model']} on a loopback endpoint" in why

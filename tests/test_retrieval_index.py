@@ -1,12 +1,13 @@
 """Dispatch, closed book, and the manifest check that ties an index to its params."""
 
+import inspect
 import json
 
 import pytest
 
 from convrag.errors import ConfigError, DataError
 from convrag.records import Passage, write_records
-from convrag.retrieval import RETRIEVERS, Capabilities, QueryCost, SearchResult, build_index, capabilities, load_retriever
+from convrag.retrieval import KINDS, Capabilities, QueryCost, SearchResult, build_index, capabilities, load_retriever
 
 
 @pytest.fixture
@@ -31,32 +32,26 @@ def test_closed_book_writes_only_manifest_and_returns_nothing(corpus, tmp_path):
     assert res.costs == [QueryCost(), QueryCost()] and res.details == []
 
 
-# kind: (closed_book, needs_graph, llm_at_build, llm_at_query, cost_class)
-CAPS = {
-    "closed_book": (True, False, False, False, "cheap"),
-    "bm25": (False, False, False, False, "cheap"),
-    "lucene_bm25": (False, False, False, False, "cheap"),
-    "dense": (False, False, False, False, "cheap"),
-    "hipporag": (False, True, False, True, "query_llm"),
-    "sparse": (False, False, False, False, "cheap"),
-    "hipporag2": (False, True, False, True, "query_llm"),
-    "lightrag": (False, True, False, True, "query_llm"),
-    "raptor": (False, False, True, False, "cheap"),
-    "tog2": (False, True, False, True, "explorer"),
-    "pog": (False, True, False, True, "explorer"),
-}
-
-
-@pytest.mark.parametrize("kind", sorted(CAPS))
-def test_capabilities_declared_per_kind(kind):
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_kind_keeps_the_module_contract(kind):
+    """Every registered kind (read from the registry, so a new module is checked unasked) declares
+    its capabilities and params and takes what the dispatch passes it for them (``_extras``)."""
+    mod = KINDS.get(kind)
     c = capabilities(kind)
-    assert isinstance(c, Capabilities)
-    assert (c.closed_book, c.needs_graph, c.llm_at_build, c.llm_at_query, c.cost_class) == CAPS[kind]
+    assert isinstance(c, Capabilities) and c is mod.CAPABILITIES and isinstance(mod.DEFAULTS, dict)
     assert c.uses_llm == (c.llm_at_build or c.llm_at_query)
+    build, load = (set(inspect.signature(f).parameters) for f in (mod.build, mod.load))
+    assert {"corpus_path", "out_dir", "params"} <= build and {"index_dir", "params", "corpus_path"} <= load
+    assert (not c.needs_graph or "graph_dir" in build) and (not c.uses_llm or "llm" in build & load)
 
 
-def test_capabilities_cover_every_kind_and_check_cost_class():
-    assert set(RETRIEVERS) == set(CAPS)
+def test_capabilities_of_the_papers_kinds_and_the_cost_classes():
+    caps = {k: capabilities(k) for k in KINDS}
+    assert {k for k, c in caps.items() if c.closed_book} == {"closed_book"}
+    assert caps["raptor"].llm_at_build and not caps["raptor"].needs_graph and caps["raptor"].cost_class == "cheap"
+    assert {k for k, c in caps.items() if c.cost_class == "explorer"} >= {"tog2", "pog"}
+    assert all(caps[k].needs_graph and caps[k].llm_at_query for k in ("hipporag", "hipporag2", "lightrag", "tog2", "pog"))
+    assert not any(caps[k].uses_llm or caps[k].needs_graph for k in ("bm25", "lucene_bm25", "dense", "sparse"))
     with pytest.raises(ConfigError, match="unknown retriever kind 'colbert'"):
         capabilities("colbert")
     with pytest.raises(ValueError, match="cost_class"):

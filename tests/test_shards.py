@@ -277,8 +277,8 @@ def test_two_step_sharding_with_the_real_tiny_model(tmp_path):
 def test_shard_stage_with_reserve_and_variability_end_to_end(tmp_path, monkeypatch):
     """convrag shard with --reserve and --variability (scripted engine), then the review step
     with both question files, then the datasets table: the replacement enters the grid."""
-    import convrag.llm.engine as engine_mod
     from convrag.cli import main as cli
+    from convrag.rag.jobs import Job
     from convrag.records import ShardSet, read_records, write_records
     from convrag.studies.lic_rag.targets import dataset_table
 
@@ -286,7 +286,7 @@ def test_shard_stage_with_reserve_and_variability_end_to_end(tmp_path, monkeypat
     eng = Scripted({(f"Question: {q.question}", i): (_good(q) if q.qid in {"r1", "r11"} else "1. nothing")
                     for q in main + reserve for i in [0, VARIABILITY_OFFSET, VARIABILITY_OFFSET + 1]})
     eng.write_accounting = lambda path: open(path, "w").write("{}")
-    monkeypatch.setattr(engine_mod, "load_engine", lambda *a, **k: eng)
+    monkeypatch.setattr(Job, "engine", lambda self, model, role, template_kwargs=None: eng)
     write_records(tmp_path / "q.jsonl", main)
     write_records(tmp_path / "reserve.jsonl", reserve)
     (tmp_path / "p.yaml").write_text("system: s\nuser: 'Question: {question}'\n")

@@ -12,7 +12,8 @@ gpu_model: a100); the lane's node has one fake a100 GRES, and the model still ru
 The sharding model stays the CPU smollm2-135m (resources gpu=0, gpu_model=""). Checks:
   * each job really went through SLURM: Snakemake's log names a SLURM job id per job, each id
     has its log under .snakemake/slurm_logs/rule_<rule>/, and slurmctld's record of the id
-    (`scontrol show job`, kept MinJobAge=600 s) says COMPLETED, exit 0:0, in this workdir.
+    (`scontrol show job`, kept MinJobAge=3600 s: the lane's miniature runs for minutes) says
+    COMPLETED, exit 0:0, in this workdir.
     `sacct` is not used: without slurmdbd it exits 1 ("accounting storage is disabled"), which
     is also why the profile polls with squeue;
   * GPU requests follow the registry: the simulate job was allocated gres gpu:a100:1, the CPU
@@ -21,6 +22,12 @@ The sharding model stays the CPU smollm2-135m (resources gpu=0, gpu_model=""). C
     corpus byte for byte (batch-invariant sampling);
   * a job that exits 1 under SLURM (more questions asked than the corpus has) makes Snakemake
     exit non-zero, and slurmctld records that job FAILED.
+
+And one paper config in miniature (issue 44: ``convrag miniature`` with the SLURM profile, study
+``$CONVRAG_SLURM_MINIATURE``, default worse_labels): every rule of the paper config's dry-run
+executed (``executed E of P rules``, E = P), every job of a rule that is not a ``localrules`` one
+submitted through SLURM and recorded COMPLETED, and its reproduction page "not comparable" on
+every row (a miniature's verdicts); its wall time printed.
 """
 
 import copy
@@ -29,6 +36,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -98,7 +106,7 @@ def _test_profile() -> dict:
     prof.update({
         "slurm-no-account": True,
         "slurm-status-command": "squeue",               # no slurmdbd: sacct cannot answer
-        "slurm-init-seconds-before-status-checks": 2,  # slurm.conf MinJobAge=600 >> 3 x this
+        "slurm-init-seconds-before-status-checks": 2,  # slurm.conf MinJobAge=3600 >> 3 x this
         "slurm-keep-successful-logs": True,            # evidence for the test
     })
     return prof
@@ -276,3 +284,89 @@ def test_failing_job_fails_the_run(tmp_path):
         assert rec["JobState"] == "FAILED" and rec["ExitCode"] != "0:0", rec
     assert "n_questions" in (wd / "results" / "logs" / "select_questions" / "miniworld.log").read_text()
     assert not (wd / "results/datasets/miniworld/questions.jsonl").exists()
+
+
+# --- a paper config in miniature through SLURM (issue 44, item 4) ------------------------------
+
+MINIATURE = os.environ.get("CONVRAG_SLURM_MINIATURE", "worse_labels")
+MINIATURE_TIMEOUT_S = 2400  # the lane's whole miniature; a hung status loop must not hang CI
+
+
+def _miniature_profile() -> dict:
+    """The lane's profile (``_test_profile``) for a whole paper DAG: every rule the shipped
+    profile sizes for real nodes (32-64 GB, 8 CPUs per GPU) sized for the lane's one node
+    (20 GB, 2 CPUs); the tiny models of a miniature need no more. Nothing else changes: the
+    executor, status command and the rest are the shipped profile's with the lane's values."""
+    prof = _test_profile()
+    prof["default-resources"].update({"mem_mb": 2000, "runtime": 30})
+    for res in prof["set-resources"].values():
+        res.update({"mem_mb": 3000, "runtime": 30})
+        if "cpus_per_gpu" in res:
+            res["cpus_per_gpu"] = 1
+    return prof
+
+
+@needs_slurm
+def test_a_paper_config_in_miniature_runs_through_slurm(tmp_path, shared_data, capsys):
+    # CI's 90-minute limit: .ci/run names the latest time this ~10-minute run may start; later it
+    # is skipped with the reason in the lane's summary (-rs), not left to overrun the limit
+    start_by = os.environ.get("CONVRAG_SLURM_MINIATURE_START_BY")
+    if start_by and time.time() > float(start_by):
+        pytest.skip(f"CI clock past CONVRAG_SLURM_MINIATURE_START_BY ({time.strftime('%H:%M:%S', time.gmtime(float(start_by)))} UTC): "
+                    f"the {MINIATURE} miniature was not started")
+    wd = tmp_path / "miniature"
+    prof_dir = tmp_path / "miniature-profile"
+    prof_dir.mkdir(parents=True)
+    (prof_dir / "config.yaml").write_text(yaml.safe_dump(_miniature_profile(), sort_keys=False))
+    convrag = Path(sys.executable).parent / "convrag"
+    # SIGTERM first: `convrag miniature` passes it to Snakemake and stops its servers; KILL 60 s later
+    cmd = ["timeout", "-k", "60", str(MINIATURE_TIMEOUT_S), str(convrag), "miniature", MINIATURE, "--cores", "2",
+           "--directory", str(wd), "--workflow-profile", str(prof_dir)]
+    t0 = time.monotonic()
+    # one stream, in the order written: the model server's loading bars (stderr) must not follow
+    # the last line
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+                          cwd=tmp_path, timeout=MINIATURE_TIMEOUT_S + 120)
+    wall = time.monotonic() - t0
+    text = proc.stdout
+    (tmp_path / "miniature.out").write_text(text)
+    assert proc.returncode not in (124, 137, -9), f"miniature killed after {MINIATURE_TIMEOUT_S} s:\n{text[-4000:]}"
+    last = text.strip().splitlines()[-1] if text.strip() else ""
+    m = re.fullmatch(rf"miniature {MINIATURE}: executed (\d+) of (\d+) rules", last)
+    assert m, text[-4000:]
+    executed, planned = int(m.group(1)), int(m.group(2))
+    assert proc.returncode == 0 and executed == planned, text[-6000:]
+
+    # every job of a cluster rule went through SLURM and finished there; Snakemake prints a job it
+    # runs on the submit host (the workflow's and the study's `localrules:`: downloads, tables,
+    # figures, cheap aggregation steps, `all`) as `localrule X:`, a cluster job as `rule X:`
+    from convrag.miniature import executed_rules
+
+    ran = executed_rules(text)
+    local = set(re.findall(r"^localrule (\w+):", text, flags=re.M))
+    cluster = {r: n for r, n in ran.items() if r not in local}
+    assert not local & set(re.findall(r"^rule (\w+):", text, flags=re.M)), local  # a rule is one or the other
+    assert {"download_file", "study_table", "all"} <= local, sorted(local)
+    submitted = _submitted(wd)
+    assert set(submitted) == set(cluster), (sorted(submitted), sorted(cluster))
+    for rule, ids in submitted.items():
+        assert len(ids) == cluster[rule], (rule, ids, cluster[rule])  # one SLURM job per job: no retry needed
+        for jobid in ids:
+            rec = _scontrol(jobid)
+            assert rec["JobState"] == "COMPLETED" and rec["ExitCode"] == "0:0", (rule, jobid, rec)
+            assert Path(rec["WorkDir"]) == wd.resolve(), (rule, rec)
+    n_slurm = sum(len(v) for v in submitted.values())
+    assert n_slurm >= 10, submitted  # a paper DAG, not a handful of jobs
+
+    # a miniature's reproduction page: every row not comparable, for the miniature's reason
+    import pandas as pd
+
+    repro = next((wd / "results").glob(f"miniature_{MINIATURE}/{MINIATURE}/tables/reproduction.csv"), None)
+    if repro is not None:  # a study without a published file (cross) has no reproduction table
+        df = pd.read_csv(repro)
+        assert len(df) and set(df["verdict"]) == {"not comparable"}, df["verdict"].value_counts()
+        assert df["reason"].str.startswith("miniature run").all()
+    with capsys.disabled():
+        print(f"\n[slurm-lane] miniature {MINIATURE} through SLURM: executed {executed} of {planned} rules, "
+              f"{sum(ran.values())} jobs ({n_slurm} through SLURM, {sum(ran.values()) - n_slurm} local rules' jobs) "
+              f"in {wall:.0f} s")

@@ -1,7 +1,8 @@
 """End to end: the embedded default config, unchanged, through Snakemake with the real SmolLM2
 and MiniLM models: every table, figure, conversation and report target builds; the cells,
 conditions and retrievers are all there; then the caching guarantees: a rerun does nothing,
-and deleting one conversation file recomputes only its job and dependents, from the LLM cache.
+and deleting one output of each study (one rerun for the four) recomputes only their jobs and
+dependents, from the LLM cache.
 """
 
 import json
@@ -37,14 +38,12 @@ def _snakemake(workdir: Path, *extra: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def grid(tmp_path_factory):
+def grid(default_run):
     """The default run in a fresh folder; or, with CONVRAG_TEST_GRID=DIR, a folder where the
-    default has already run (`snakemake --cores 2 --directory DIR`), brought up to date here (the
-    tests below then delete and rebuild some of its outputs)."""
-    given = os.environ.get("CONVRAG_TEST_GRID")
-    wd = Path(given) if given else tmp_path_factory.mktemp("grid")
-    _snakemake(wd)  # the default config of the repository, as `snakemake --cores all` runs it
-    return wd
+    default has already run (`snakemake --cores 2 --directory DIR`), brought up to date (conftest's
+    session fixture default_run, shared with tests/test_workflow_replay.py; the tests below then
+    delete and rebuild some of its outputs)."""
+    return default_run
 
 
 def _read_jsonl(p: Path) -> list[dict]:
@@ -212,25 +211,51 @@ def test_report_builds(grid):
             f"results/{study}/tables/reproduction.csv" in landing, study
 
 
-def test_rerun_does_nothing_and_one_deleted_output_comes_from_cache(grid):
+# The four studies' cache guarantees share one rerun (each deleted output alone would cost a
+# Snakemake run of its own, ~30 s of DAG building and the rebuild of its dependents): one output
+# of each study is deleted, one Snakemake run brings the folder up to date, and each study's test
+# below checks its own file (byte for byte) and its job's accounting (no model call, no load).
+DELETED = {
+    "lic_rag": f"{OUT}/conversations/miniworld/{MODEL}/bm25/SHARDED_history/chunk0.jsonl",
+    "mtrag_un": "results/mtrag_un/answers/mini_mtrag/smollm2-135m/reference/alpha.jsonl",
+    "coral": "results/coral/runs/coral_world/dense/llm4cs.trec",
+    "worse_labels": "results/worse_labels/reads/recor/smollm2-135m.jsonl",
+}
+
+
+@pytest.fixture(scope="module")
+def rerun(grid):
+    """A rerun of the finished default (nothing to do), then one run after deleting one output of
+    each study: the logs, the deleted files' old text, and the mtimes of files that must stay."""
     table = grid / OUT / "tables/table2_full_vs_sharded.csv"
     before = table.stat().st_mtime_ns
-    proc = _snakemake(grid)
-    assert "Nothing to be done" in proc.stdout + proc.stderr
-    assert table.stat().st_mtime_ns == before
-
+    idle = _snakemake(grid)
+    after_idle = table.stat().st_mtime_ns
     conv_dir = grid / OUT / f"conversations/miniworld/{MODEL}"
-    target = conv_dir / "bm25/SHARDED_history/chunk0.jsonl"
-    sibling = conv_dir / "bm25/FULL_none/chunk0.jsonl"  # same job: rewritten identically
-    other = conv_dir / "dense/SHARDED_history/chunk0.jsonl"
-    old_text, old_sibling, other_mtime = target.read_text(), sibling.read_text(), other.stat().st_mtime_ns
-    target.unlink()
+    sibling = conv_dir / "bm25/FULL_none/chunk0.jsonl"  # same job as the deleted chunk: rewritten identically
+    other = conv_dir / "dense/SHARDED_history/chunk0.jsonl"  # another job: untouched
+    kept = {"table": (before, after_idle), "other": (other, other.stat().st_mtime_ns)}
+    old = {study: (grid / rel).read_text() for study, rel in DELETED.items()}
+    old_sibling = sibling.read_text()
+    for rel in DELETED.values():
+        (grid / rel).unlink()
     proc = _snakemake(grid)
-    log = proc.stdout + proc.stderr
-    assert log.count("rule lic_rag_simulate:") == 1  # ("localrule lic_rag_simulate:" contains it too)
+    return {"idle_log": idle.stdout + idle.stderr, "log": proc.stdout + proc.stderr, "old": old, "kept": kept,
+            "sibling": (sibling, old_sibling)}
+
+
+def test_rerun_does_nothing_and_one_deleted_output_comes_from_cache(grid, rerun):
+    assert "Nothing to be done" in rerun["idle_log"]
+    before, after_idle = rerun["kept"]["table"]
+    assert after_idle == before  # the idle rerun rewrote nothing
+
+    other, other_mtime = rerun["kept"]["other"]
+    sibling, old_sibling = rerun["sibling"]
+    target = grid / DELETED["lic_rag"]
+    assert rerun["log"].count("rule lic_rag_simulate:") == 1  # ("localrule lic_rag_simulate:" contains it too)
     assert other.stat().st_mtime_ns == other_mtime
-    assert target.read_text() == old_text and sibling.read_text() == old_sibling  # byte for byte
-    acc = json.loads((conv_dir / "bm25/chunk0.accounting.json").read_text())["assistant"]
+    assert target.read_text() == rerun["old"]["lic_rag"] and sibling.read_text() == old_sibling  # byte for byte
+    acc = json.loads((target.parent.parent / "chunk0.accounting.json").read_text())["assistant"]
     assert acc["calls"] == 0 and acc["cache_hits"] == acc["unique_requests"] > 0
     assert acc["load_seconds"] == 0  # fully cached: the model was never loaded
 
@@ -273,12 +298,9 @@ def test_mtrag_un_builds_every_target_but_the_human_correlation(grid):
     assert sum(v["judge"] == "faithfulness" for v in verdicts) == 7
 
 
-def test_mtrag_un_rerun_of_a_deleted_answer_file_makes_no_model_call(grid):
+def test_mtrag_un_rerun_of_a_deleted_answer_file_makes_no_model_call(grid, rerun):
     base = grid / MT_OUT / "answers/mini_mtrag/smollm2-135m/reference/alpha"
-    old = Path(f"{base}.jsonl").read_text()
-    Path(f"{base}.jsonl").unlink()
-    _snakemake(grid)
-    assert Path(f"{base}.jsonl").read_text() == old
+    assert Path(f"{base}.jsonl").read_text() == rerun["old"]["mtrag_un"]
     acc = json.loads(Path(f"{base}.accounting.json").read_text())["reader"]
     assert acc["calls"] == 0 and acc["cache_hits"] == acc["unique_requests"] == 7
     judge = json.loads((grid / MT_OUT / "evaluation/mini_mtrag/smollm2-135m/reference/alpha.accounting.json")
@@ -329,14 +351,11 @@ def test_coral_builds_every_target_from_its_generated_world(grid):
     assert sum(v["judge"] == "coral_pairwise" for v in verdicts) == 2 * len(tasks)
 
 
-def test_coral_rerun_of_a_deleted_llm4cs_run_makes_no_model_call(grid):
+def test_coral_rerun_of_a_deleted_llm4cs_run_makes_no_model_call(grid, rerun):
     """LLM4CS samples its rewrites at temperature 0.7: the rerun must come from the cache, so
     the run file is byte-identical and the rewriter is never loaded."""
     base = grid / CO_OUT / "runs/coral_world/dense/llm4cs"
-    old = Path(f"{base}.trec").read_text()
-    Path(f"{base}.trec").unlink()
-    _snakemake(grid)
-    assert Path(f"{base}.trec").read_text() == old
+    assert Path(f"{base}.trec").read_text() == rerun["old"]["coral"]
     acc = json.loads(Path(f"{base}.accounting.json").read_text())["rewriter"]
     assert acc["calls"] == 0 and acc["cache_hits"] == acc["unique_requests"] > 0 and acc["load_seconds"] == 0
 
@@ -389,12 +408,9 @@ def test_worse_labels_builds_every_target_with_both_label_classes(grid):
     assert len(labels) == (len(ladder) + 2) * n_turns  # rungs, gold and control (not "none")
 
 
-def test_worse_labels_rerun_of_a_deleted_reads_file_makes_no_model_call(grid):
+def test_worse_labels_rerun_of_a_deleted_reads_file_makes_no_model_call(grid, rerun):
     base = grid / WL_OUT / "reads/recor/smollm2-135m"
-    old = Path(f"{base}.jsonl").read_text()
-    Path(f"{base}.jsonl").unlink()
-    _snakemake(grid)
-    assert Path(f"{base}.jsonl").read_text() == old
+    assert Path(f"{base}.jsonl").read_text() == rerun["old"]["worse_labels"]
     acc = json.loads(Path(f"{base}.accounting.json").read_text())["reader"]
     assert acc["calls"] == 0 and acc["cache_hits"] == acc["unique_requests"] > 0 and acc["load_seconds"] == 0
 

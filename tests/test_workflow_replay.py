@@ -64,13 +64,22 @@ def _accounting(workdir: Path) -> list[tuple[Path, str, dict]]:
     return out
 
 
+def _default_run_in_session(request) -> bool:
+    """Whether a test collected in this session uses conftest's default run (tests/test_workflow.py)."""
+    return any("default_run" in getattr(item, "fixturenames", ()) for item in request.session.items)
+
+
 @pytest.fixture(scope="module")
-def grid(tmp_path_factory):
-    """A folder where the default config built the target: CONVRAG_TEST_GRID=DIR (a full default
-    run, as for tests/test_workflow.py), brought up to date for the target; or else a fresh folder
-    where the target alone is built from scratch (its rewrites then call the packaged model)."""
-    given = os.environ.get("CONVRAG_TEST_GRID")
-    wd = Path(given) if given else tmp_path_factory.mktemp("grid")
+def grid(request, tmp_path_factory):
+    """A folder where the default config built the target: the session's default run (conftest's
+    default_run: CONVRAG_TEST_GRID=DIR, or the full default run tests/test_workflow.py builds when
+    it is collected too, as in CI; a second build of the target would repeat its jobs), brought up
+    to date for the target; or else a fresh folder where the target alone is built from scratch
+    (its rewrites then call the packaged model)."""
+    if os.environ.get("CONVRAG_TEST_GRID") or _default_run_in_session(request):
+        wd = request.getfixturevalue("default_run")
+    else:
+        wd = tmp_path_factory.mktemp("grid")
     _snakemake(wd, f"{TARGET}.csv")
     return wd
 

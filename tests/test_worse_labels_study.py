@@ -15,7 +15,7 @@ from convrag.errors import ConfigError, DataError
 from convrag.records import TurnTask
 from convrag.studies.worse_labels import plan
 from convrag.studies.worse_labels.contexts import build_contexts, page_key
-from convrag.studies.worse_labels.retrieve import query_text
+from convrag.studies.worse_labels.retrieve import check_query, query_texts
 from worse_labels_helpers import base_config as _config, checked as _check
 
 
@@ -102,14 +102,33 @@ def test_query_modes():
     t = _task("d/c_turn_2", "d/c", 2, "and its founder?", ["g"], {"official_history": "Q: who?\nA: x",
                                                                  "standalone_query": "Who founded Orvik?"},
               history=[{"role": "user", "text": "who?"}, {"role": "assistant", "text": "x"}])
-    assert query_text(t, "turn") == "and its founder?"
-    assert query_text(t, "questions") == "who?\nand its founder?"
-    assert query_text(t, "official_history") == "and its founder?\n\nConversation History:\nQ: who?\nA: x"
-    assert query_text(t, "standalone") == "Who founded Orvik?"
-    with pytest.raises(DataError, match=r"d/c_turn_2: query 'rewrite' needs the benchmark's shipped rewrite"):
-        query_text(t, "rewrite")
+    # a query rung's query is a shared query policy (convrag.rag.policies)
+    assert query_texts([t], "current") == ["and its founder?"]
+    assert query_texts([t], "history") == ["who?\nand its founder?"]
+    assert query_texts([t], "official_history") == ["and its founder?\n\nConversation History:\nQ: who?\nA: x"]
+    assert query_texts([t], "standalone") == ["Who founded Orvik?"]
+    with pytest.raises(DataError, match=r"query policy 'rewrite': turn d/c_turn_2 has no shipped rewrite"):
+        query_texts([t], "rewrite")
     t1 = _task("d/c_turn_1", "d/c", 1, "who?", ["g"], {"official_history": "No previous conversation."})
-    assert query_text(t1, "official_history") == "who?"  # the baseline leaves the empty history out
+    assert query_texts([t1], "official_history") == ["who?"]  # the baseline leaves the empty history out
+    t2 = _task("d/c_turn_3", "d/c", 1, "who?", ["g"], {"official_history": ""})
+    assert query_texts([t2], "official_history") == ["who?"]  # an empty history is a first turn's, not missing
+    with pytest.raises(DataError, match=r"query policy 'official_history': turn d/c_turn_4 has no "
+                                        r"labels.official_history"):
+        query_texts([_task("d/c_turn_4", "d/c", 1, "who?", ["g"])], "official_history")
+    with pytest.raises(DataError, match=r"query policy 'standalone': turn d/c_turn_1 has no labels.standalone_query"):
+        query_texts([t1], "standalone")
+
+
+def test_query_rung_names_a_shared_policy():
+    """The rung's old query names fail with the policy to write; an unknown one lists the known."""
+    check_query("official_history", "w")
+    with pytest.raises(ConfigError, match=r"w: 'turn' is now the shared query policy 'current' .*write query: current"):
+        check_query("turn", "w")
+    with pytest.raises(ConfigError, match=r"w: 'questions' is now the shared query policy 'history'"):
+        check_query("questions", "w")
+    with pytest.raises(ConfigError, match=r"w: unknown query policy 'llm_rewrite' \(known: history, current, rewrite"):
+        check_query("llm_rewrite", "w")
 
 
 def test_page_key():
@@ -245,7 +264,7 @@ def test_the_study_stages_on_the_official_pilot(shared_data, tmp_path):
     build_index("lucene_bm25", tmp_path / "corpus.jsonl", tmp_path / "idx", {})
     domains = sorted({t.labels["domain"] for t in tasks})
     runs = {}
-    for rung, query in (("bm25_turn", "turn"), ("bm25_hist", "official_history")):
+    for rung, query in (("bm25_turn", "current"), ("bm25_hist", "official_history")):
         for d in domains:
             out = tmp_path / rung / d
             main(["worse-labels", "retrieve", "--tasks", str(tmp_path / "tasks.jsonl"), "--domain", d,

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from convrag.cliargs import fill_help, json_arg, set_threads  # noqa: F401  (json_arg: the stages' --spec types)
+from convrag.cliargs import fill_help, json_arg, sampling_arg, set_threads  # noqa: F401  (json_arg: the stages' --spec types)
 from convrag.errors import ConfigError, ConvragError
 
 
@@ -73,7 +73,8 @@ def cmd_miniature(a):
         for key, digest in checksums((_overlay(a.study)[2].get("serve") or {})).items():
             print(f"{digest}  {key}")
         return 0
-    return run(a.study, cores=a.cores, directory=a.directory, extra=a.snakemake_args)
+    extra = (["--workflow-profile", a.workflow_profile] if a.workflow_profile else []) + list(a.snakemake_args)
+    return run(a.study, cores=a.cores, directory=a.directory, extra=extra)
 
 
 def cmd_list(a):
@@ -180,28 +181,33 @@ def cmd_shard(a):
     import yaml
 
     from convrag.io import atomic_open, write_json
-    from convrag.llm.engine import load_engine
-    from convrag.records import Question, read_records, write_records
+    from convrag.rag.jobs import Job
+    from convrag.records import Question, read_records
     from convrag.sharding import ShardPrompts, shard_questions, shard_report, shard_variability, shard_with_replacements
 
-    set_threads(a.threads)
-    qs = read_records(a.questions, Question)
-    prompts = ShardPrompts.from_dict(yaml.safe_load(open(a.prompts)), source=a.source)
-    engine = load_engine(a.model, a.registry, a.cache)
-    if a.reserve is not None:  # lic_rag.sharding.replace_failed: failed shard sets are replaced from the reserve
-        reserve = read_records(a.reserve, Question)
-        sets, replaced = shard_with_replacements(qs, reserve, engine, prompts, a.settings)
-        qs = qs + reserve[:replaced["reserve_tried"]]
-    else:
-        sets, replaced = shard_questions(qs, engine, prompts, a.settings), None
-    if a.variability:  # lic_rag.sharding.variability (§A.2): repeated shard sets of the first questions
-        var = a.settings.get("variability") or {}
-        write_json(a.variability, shard_variability(qs[:var.get("questions", 0)], engine, prompts, a.settings,
-                                                    var.get("samples", 15)))
-    write_records(a.out, sets)
-    with atomic_open(a.report) as fh:
-        fh.write(shard_report(sets, qs, replaced))
-    engine.write_accounting(a.accounting)
+    with Job(a.registry, a.cache, a.threads) as job:
+        qs = read_records(a.questions, Question)
+        prompts = ShardPrompts.from_dict(yaml.safe_load(open(a.prompts)), source=a.source)
+        engine = job.engine(a.model, role="sharder")
+        if a.reserve is not None:  # lic_rag.sharding.replace_failed: failed shard sets are replaced from the reserve
+            reserve = read_records(a.reserve, Question)
+            sets, replaced = shard_with_replacements(qs, reserve, engine, prompts, a.settings)
+            qs = qs + reserve[:replaced["reserve_tried"]]
+        else:
+            sets, replaced = shard_questions(qs, engine, prompts, a.settings), None
+        first = []
+        if a.variability:  # lic_rag.sharding.variability (§A.2): repeated shard sets of the first questions
+            var = a.settings.get("variability") or {}
+            samples = shard_variability(qs[:var.get("questions", 0)], engine, prompts, a.settings,
+                                        var.get("samples", 15))
+            first.append((a.variability, lambda p: write_json(p, samples)))
+        report = shard_report(sets, qs, replaced)
+
+        def write_report(path):
+            with atomic_open(path) as fh:
+                fh.write(report)
+
+        job.write({a.out: sets}, a.accounting, first=[*first, (a.report, write_report)], engine=engine)
 
 
 
@@ -397,7 +403,7 @@ def cmd_estimate(a):
         why = {k: " / ".join(dict.fromkeys(getattr(work[k], "notes", []))) or "its Study.estimate gives no work"
                for k in empty}
         raise ConfigError("; ".join(f"{k}: nothing sized ({w})" for k, w in why.items()))
-    summary = summarize(work, config_registry(config), tp, a.job_minutes)
+    summary = summarize(work, config_registry(config), tp, a.job_minutes, jobs_per_load=a.jobs_per_load)
     text = json.dumps(summary, indent=2) if a.json else format_report(summary)
     if a.out:
         from convrag.io import atomic_open
@@ -526,6 +532,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "results_dir there")
     s.add_argument("--checksums", action="store_true",
                    help="only print the sha256 of every file the mirror serves (what the overlay names)")
+    s.add_argument("--workflow-profile", default=None, metavar="DIR",
+                   help="Snakemake's --workflow-profile (default: profiles/default, the workstation's); e.g. a "
+                        "copy of profiles/slurm filled in for your cluster, so the miniature's jobs go through "
+                        "SLURM while its loopback servers run here (the SLURM lane does this on one node)")
     s.add_argument("snakemake_args", nargs="*", help="more Snakemake arguments, after --")
 
     s = add("download", cmd_download, "download one file (Hugging Face dataset repo or URL) and record its sha256")
@@ -578,7 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=int, default=None)
 
     s = add("build-index", cmd_build_index, "build one retrieval index for one corpus")
-    s.add_argument("--retriever", required=True, help="a retriever kind (convrag.retrieval.RETRIEVERS)")
+    s.add_argument("--retriever", required=True, help="a retriever kind (convrag.retrieval.KINDS)")
     s.add_argument("--params", type=json_arg, default={})
     s.add_argument("--corpus", required=True)
     s.add_argument("--out-dir", required=True)
@@ -618,7 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--corpus", default=None)
     s.add_argument("--rewrite-model", default=None)
     s.add_argument("--rewrite-prompts", default=None)
-    s.add_argument("--sampling", type=json_arg, required=True, help="JSON {temperature, top_p, max_tokens, stop}")
+    sampling_arg(s, required=True)
     s.add_argument("--top-k", type=int, default=5)
     s.add_argument("--recall-k", type=int, default=None)
     s.add_argument("--runs", type=int, default=1)
@@ -672,6 +682,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--load-seconds", type=float, default=None, help="fixed model start-up per job (default 90)")
     s.add_argument("--load-gb-per-s", type=float, default=None, help="weight loading speed (default 1.0)")
     s.add_argument("--job-minutes", type=float, default=240.0, help="SLURM time limit of a job (default 240)")
+    s.add_argument("--jobs-per-load", type=int, default=1,
+                   help="consecutive jobs of a kind and model that share one loaded engine on a node (config "
+                        "model_server.mode: node; convrag.llm.node): GPU-hours count one load per that many jobs "
+                        "(default 1: every job loads its models, as separate SLURM allocations do)")
     s.add_argument("--json", action="store_true", help="print the full estimate as JSON")
     s.add_argument("--out", default=None, help="write to this file instead of stdout")
 
@@ -730,7 +744,16 @@ def main(argv: list[str] | None = None) -> int:
         code = delegate(sys.argv[1:])
         if code is not None:
             return code
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest:
+        # argparse fills a stage's trailing nargs="*" list (`convrag miniature <study> ... -- <Snakemake
+        # arguments>`) only when no option stands between it and the positional before it; with
+        # `--cores 2` there, what follows `--` comes back unparsed: it is that list's
+        if rest[0] == "--" and hasattr(args, "snakemake_args"):
+            args.snakemake_args = [*args.snakemake_args, *rest[1:]]
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         code = args.fn(args)
     except ConvragError as e:

@@ -17,6 +17,27 @@ def json_arg(s: str):
         raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
 
 
+class _Retired(argparse.Action):
+    """A decoding flag that ``--sampling`` carries now: an error that says what to write instead."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} is gone: decoding settings travel in one JSON argument, "
+                     f"--sampling '{{\"temperature\": 0.7, \"top_p\": 1.0, \"max_tokens\": 64}}' "
+                     "(convrag.llm.types.Sampling.from_config; the rules pass the config block's values)")
+
+
+def sampling_arg(parser, required: bool = False, help: str | None = None) -> None:
+    """``--sampling`` (JSON ``{temperature, top_p, max_tokens, stop}``: the one carrier of a
+    stage's decoding settings, read by ``Sampling.from_config``), and the separate flags it
+    replaced (``--temperature``, ``--top-p``, ``--max-tokens``) as errors naming it."""
+    parser.add_argument("--sampling", type=json_arg, required=required, default=None if required else {},
+                        help=help or "JSON {temperature, top_p, max_tokens, stop} (keys left out: "
+                                     "convrag.llm.types.Sampling's defaults)")
+    for flag in ("--temperature", "--top-p", "--max-tokens"):
+        parser.add_argument(flag, action=_Retired, nargs="?",
+                            help="retired: an error that says how to write it in --sampling")
+
+
 def set_threads(n: int | None) -> None:
     """A job's thread budget for the libraries it loads (read by convrag.llm and the retrievers)."""
     if n:
@@ -48,7 +69,7 @@ COMMON_HELP = {
     "corpus": "the passage corpus (JSONL)",
     "corpora": "passage corpora (JSONL), one per domain",
     "index_dir": "the retrieval index folder (convrag build-index)",
-    "retriever": "a retriever kind (convrag.retrieval.RETRIEVERS)",
+    "retriever": "a retriever kind (convrag.retrieval.KINDS)",
     "retriever_name": "the retriever's config name (recorded in every row)",
     "retriever_params": "the retriever's params as JSON (config retrievers.<name>.params)",
     "policy": "the query policy (convrag.rag.policies: current, history, rewrite, ...)",

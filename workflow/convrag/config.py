@@ -13,6 +13,7 @@ listed in ``studies:``, or, without that list, when its block is present.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from convrag.errors import ConfigError
@@ -86,8 +87,15 @@ def _check_shared(config: dict, source: str, registry: dict) -> None:
                 raise ConfigError(
                     f"{source}: invalid config key 'corpora.{name}': give exactly one of 'source' (download) or 'local'"
                 )
-    from convrag.data.benchmarks import benchmark_corpora, benchmark_loader
+    from convrag.data.benchmarks import BENCHMARK_LOADERS, benchmark_corpora, benchmark_loader
+    from convrag.registry import did_you_mean
+    from convrag.retrieval import KINDS
 
+    for key, kinds in (("benchmark_plugins", BENCHMARK_LOADERS), ("retriever_plugins", KINDS)):
+        try:
+            kinds.plug_in(config[key])
+        except ConfigError as e:
+            raise ConfigError(f"{source}: invalid config key '{key}': {e}") from None
     for name, b in config["benchmarks"].items():
         try:
             loader = benchmark_loader(b["kind"])
@@ -106,13 +114,13 @@ def _check_shared(config: dict, source: str, registry: dict) -> None:
             raise ConfigError(f"{source}: invalid config key 'corpora.{cid}': the name of a benchmark domain's corpus")
     if config["knowledge_graph"]["model"] not in registry:
         raise unknown_name(source, "knowledge_graph.model", config["knowledge_graph"]["model"], registry)
-    from convrag.registry import did_you_mean
-    from convrag.retrieval import KINDS
-
     for name, r in config["retrievers"].items():
         # the params each retriever kind takes are its module's DEFAULTS: an unknown one (a typo,
         # k3 for k1) fails here, before any job, instead of in the index build
-        known = KINDS.get(r["kind"]).DEFAULTS
+        try:
+            known = KINDS.get(r["kind"]).DEFAULTS
+        except ConfigError as e:
+            raise ConfigError(f"{source}: invalid config key 'retrievers.{name}.kind': {e}") from None
         unknown = sorted(set(r.get("params") or {}) - set(known))
         if unknown:
             raise ConfigError(f"{source}: invalid config key 'retrievers.{name}.params.{unknown[0]}': not a param of "
@@ -121,6 +129,19 @@ def _check_shared(config: dict, source: str, registry: dict) -> None:
         m = (r.get("params") or {}).get("llm")
         if m is not None and m not in registry:
             raise unknown_name(source, f"retrievers.{name}.params.llm", m, registry)
+
+
+def plugin_environment(config: dict) -> dict[str, str]:
+    """The variables by which every job's ``convrag`` call finds the run's plug-in studies,
+    retriever kinds and benchmark kinds (the config's ``*_plugins`` folders)."""
+    from convrag.data.benchmarks import BENCHMARK_PATH_ENV
+    from convrag.registry import plugin_folders
+    from convrag.retrieval import RETRIEVER_PATH_ENV
+    from convrag.studies import STUDY_PATH_ENV
+
+    return {env: os.pathsep.join(plugin_folders(env, config[key])) for key, env in (
+        ("study_plugins", STUDY_PATH_ENV), ("retriever_plugins", RETRIEVER_PATH_ENV),
+        ("benchmark_plugins", BENCHMARK_PATH_ENV))}
 
 
 def load_config(path: str | Path, registry: dict | None = None) -> dict:

@@ -155,7 +155,7 @@ def _gpu(spec) -> bool:
 
 
 def summarize(studies: dict[str, list], registry: dict, throughput: Throughput | None = None,
-              job_minutes: float = 240.0, budget_fraction: float = 0.5) -> dict[str, Any]:
+              job_minutes: float = 240.0, budget_fraction: float = 0.5, jobs_per_load: int = 1) -> dict[str, Any]:
     """Everything ``format_report`` prints, JSON-able. ``studies``: study key -> its Work list.
 
     GPU-seconds of a local GPU model = backend prompt / prefill rate + backend completion /
@@ -164,7 +164,14 @@ def summarize(studies: dict[str, list], registry: dict, throughput: Throughput |
     over its local GPU models of load + GPU-seconds / GPUs (the models of a job take turns); its
     API calls add nothing: a job that overlaps them with its GPU work (lic_rag's simulate) takes
     about max(GPU, API), the GPU figure where the API's is smaller (docs/scaling.md).
+
+    ``jobs_per_load``: consecutive jobs of one kind and model that share one loaded engine on a
+    node (config model_server.mode: node, convrag.llm.node): the GPU-hours count ceil(jobs / it)
+    loads per (study, kind, model) instead of one per job. A job's minutes keep one whole load
+    (the first job on a node pays it), so the time-limit check never counts on the sharing.
     """
+    if int(jobs_per_load) < 1:
+        raise ConfigError(f"estimate: jobs_per_load must be >= 1, got {jobs_per_load}")
     tp = throughput or Throughput()
     notes = [f"{s}: {n}" for s, w in studies.items() for n in getattr(w, "notes", [])]
     specs: dict[str, Any] = {}
@@ -194,7 +201,10 @@ def summarize(studies: dict[str, list], registry: dict, throughput: Throughput |
     def load_s(m) -> float:
         return tp.load_seconds(specs[m].params_b)
 
-    loads = Counter((key, m) for (key, _, _), j in jobs.items() for m in j["models"])
+    per_kind = Counter((key, kind, m) for (key, kind, _), j in jobs.items() for m in j["models"])
+    loads = Counter()
+    for (key, _, m), n in per_kind.items():
+        loads[(key, m)] += math.ceil(n / int(jobs_per_load))
     # GPU-seconds per (study, model, scenario): compute plus loads
     gs: dict[tuple[str, str, str], float] = {}
     for (key, m, role, sc), t in tok.items():
@@ -243,13 +253,16 @@ def summarize(studies: dict[str, list], registry: dict, throughput: Throughput |
         c.update(rule=rule, config_key=key,
                  config_value=(c["units_per_job_recommended"] if what == "units" else
                                c["jobs_per_series_recommended"] if what == "jobs" else None))
+        if what == "jobs":  # one count for every series (cross.score_chunks): each gets that many jobs
+            c["jobs_recommended"] = c["series"] * c["jobs_per_series_recommended"]
     over = over_limit(layout, job_minutes, keys, budget_fraction)
     notes += [f"{c['study']}: even one unit per {c['kind']} job takes more than {budget_fraction:.0%} of "
               f"{job_minutes:.0f} minutes in the 'long' scenario" for c in layout["chunking"] if not c["fits"]]
     return {
         "studies": per_study, "models": models, "roles": by_role, "size_classes": size_classes,
         "totals": {"tokens": sum_tok(lambda k, m, r: True), "gpu_hours": hours(lambda k, m: True)},
-        "layout": {"job_minutes": job_minutes, "budget_fraction": budget_fraction, **layout},
+        "layout": {"job_minutes": job_minutes, "budget_fraction": budget_fraction, "jobs_per_load": int(jobs_per_load),
+                   **layout},
         "over_limit": over,
         "assumptions": {**asdict(tp), "peak_bf16_tflops": PEAK_BF16_TFLOPS},
         "notes": notes,
@@ -298,6 +311,7 @@ def _layout(jobs, job_tok, specs, local, gpu_s, load_s, budget_s: float) -> dict
                          "jobs_now": sum(1 for (k, kd, _) in jobs if (k, kd) == (key, kind)),
                          "jobs_recommended": sum(math.ceil(t / units) for t in totals.values()),
                          "jobs_per_series_recommended": max(math.ceil(t / units) for t in totals.values()),
+                         "series": len(totals),
                          "fits": fit >= 1})
         for (k, kd, _), row in rows.items():
             if (k, kd) == (key, kind) and row["_per_unit"]:
@@ -410,8 +424,12 @@ def format_report(s: dict[str, Any]) -> str:
     a = s["assumptions"]
     lines += ["", "Assumptions (docs/scaling.md): tokens/s per GPU = efficiency x peak bf16 FLOP/s / (2 x params); "
               f"prefill efficiency {a['prefill_mfu']}, decode {a['decode_mfu']}; tensor-parallel efficiency "
-              f"{a['tp_efficiency']}; one load per job and local model, {a['load_fixed_s']:.0f} s + bf16 weights at "
-              f"{a['load_gb_per_s']} GB/s; cold LLM cache; API models: tokens only."]
+              f"{a['tp_efficiency']}; "
+              + ("one load per job and local model" if lay.get("jobs_per_load", 1) == 1 else
+                 f"one load per {lay['jobs_per_load']} consecutive jobs of a kind and local model in the GPU-hours "
+                 "(--jobs-per-load; model_server: node), one in every job's minutes")
+              + f", {a['load_fixed_s']:.0f} s + bf16 weights at {a['load_gb_per_s']} GB/s; cold LLM cache; API models: "
+              "tokens only."]
     if s["notes"]:
         lines += ["", "Notes:"] + [f"  - {n}" for n in s["notes"]]
     return "\n".join(lines)

@@ -63,37 +63,54 @@ def _lines(data: bytes, cut: dict) -> bytes:
     return "".join(first + rest).encode("utf-8")
 
 
-def _titles(records) -> set[str]:
+def _titles(records, supporting: bool = False, distractors: int = 0) -> set[str]:
     """The passage titles of a question file's records (HippoRAG formats: MuSiQue ``paragraphs``,
-    HotpotQA / 2Wiki ``context`` [[title, sentences]])."""
+    HotpotQA / 2Wiki ``context`` [[title, sentences]]); ``supporting``: only each question's
+    supporting passages (MuSiQue ``is_supporting``, HotpotQA / 2Wiki ``supporting_facts`` titles,
+    the ones convrag.data.hipporag requires in the corpus) and its first ``distractors`` others."""
     out = set()
     for r in records:
-        for p in r.get("paragraphs") or []:
-            out.add(p["title"])
-        for c in r.get("context") or []:
-            out.add(c[0])
+        named = [p["title"] for p in r.get("paragraphs") or []] + [c[0] for c in r.get("context") or []]
+        if not supporting:
+            out.update(named)
+            continue
+        gold = {p["title"] for p in r.get("paragraphs") or [] if p.get("is_supporting")}
+        gold |= {f[0] for f in r.get("supporting_facts") or []}
+        out |= gold
+        out.update([t for t in dict.fromkeys(named) if t not in gold][:distractors])
     return out
 
 
 def _json(data: bytes, cut: dict, served: dict) -> bytes:
-    """A JSON array's or object's cut, written compactly (the same bytes on every run):
-    ``head`` the first records (``where``: only those whose keys have these values first: a value
+    """A JSON array's or object's cut (``_json_cut``), written compactly (the same bytes on every run)."""
+    return json.dumps(_json_cut(json.loads(data), cut, served), ensure_ascii=False).encode("utf-8")
+
+
+def _json_cut(obj, cut: dict, served: dict):
+    """``head`` the first records (``where``: only those whose keys have these values first: a value
     starts the key's, or a list names them);
     ``titles_of`` a corpus's passages (list of {title, ...} or dict title -> ...) whose titles the
-    questions of another served file name."""
-    obj = json.loads(data)
+    questions of another served file name (``supporting``: only their supporting passages and the
+    first ``distractors`` others of each question);
+    ``fields`` an object's fields cut each by its own cut (a file of several record lists, as MTRAG's
+    human-evaluation file: its ``tasks`` and ``evaluations`` cut to the same task ids)."""
     if "where" in cut:
         obj = [r for r in obj if all(str(r.get(k, "")) in v if isinstance(v, list) else str(r.get(k, "")).startswith(v)
                                      for k, v in cut["where"].items())]
     if "titles_of" in cut:
-        titles = _titles(json.loads(served_bytes(cut["titles_of"], served)))
+        titles = _titles(json.loads(served_bytes(cut["titles_of"], served)), bool(cut.get("supporting")),
+                         int(cut.get("distractors", 0)))
         if isinstance(obj, dict):
             obj = {k: v for k, v in obj.items() if k in titles}
         else:
             obj = [r for r in obj if r.get("title") in titles]
     if "head" in cut:
         obj = obj[:cut["head"]] if isinstance(obj, list) else dict(list(obj.items())[:cut["head"]])
-    return json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    for name, sub in (cut.get("fields") or {}).items():
+        if not isinstance(obj, dict) or name not in obj:
+            raise ConfigError(f"miniature.serve: json cut: field {name!r} is not in the served object")
+        obj = {**obj, name: _json_cut(obj[name], sub, served)}
+    return obj
 
 
 def _recor(folder: Path, cut: dict) -> bytes:

@@ -297,8 +297,17 @@ class ShardPrompts:
 VARIABILITY_OFFSET = 1000
 
 
-def _sampling(settings: dict) -> Sampling:
-    return Sampling(temperature=settings.get("temperature", 0.7), top_p=1.0, max_tokens=settings.get("max_tokens", 96))
+def sharding_settings(settings: dict, source: str = "shard settings") -> dict:
+    """A copy of ``settings`` with the defaults of the config schema's ``$defs/sharding`` filled
+    in (the one definition of them, which lic_rag.sharding and cross.sharding use), checked
+    against it: a shard job run by hand, or a caller that passes a few keys, gets the config's
+    defaults; a study's own keys (lic_rag's reviews, variability) pass through."""
+    from convrag.schema import _validate
+
+    out = dict(settings)
+    _validate(out, {"$schema": "https://json-schema.org/draft/2020-12/schema",
+                    "$ref": "config.schema.yaml#/$defs/sharding"}, source)
+    return out
 
 
 def sample_shards(items: list[tuple[Question, int]], engine, prompts: ShardPrompts, settings: dict,
@@ -307,14 +316,12 @@ def sample_shards(items: list[tuple[Question, int]], engine, prompts: ShardPromp
     (``steps: 1``) or one per step (``steps: 2``: segment the question into its information
     units, then rephrase the units into the user's messages). Returns per item
     ``{raw, shards}`` (two steps also ``raw_segment`` and ``units``), unchecked."""
-    steps = int(settings.get("steps", 1))
-    sampling = _sampling(settings)
+    settings = sharding_settings(settings)
+    steps, sampling = settings["steps"], Sampling.from_config(settings)
     if steps == 1:
         reqs = [Request(messages=prompts.messages(q.question), sampling=sampling, seed=0, sample_index=i)
                 for q, i in items]
         return [{"raw": r.text, "shards": parse_shards(r.text)} for r in engine.generate(reqs, desc=desc)]
-    if steps != 2:
-        raise ConfigError(f"sharding steps must be 1 or 2, not {steps!r}")
     if prompts.segment is None or prompts.rephrase is None:
         raise ConfigError("sharding steps: 2 needs 'segment' and 'rephrase' prompts in the shard prompt file")
     reqs = [Request(messages=prompts.segment.messages(question=q.question), sampling=sampling, seed=0,
@@ -334,7 +341,8 @@ def shard_questions(questions: list[Question], engine, prompts: ShardPrompts, se
     """Shard every question; attempts are batched across questions (one model call per
     attempt round, per step with ``steps: 2``), each attempt a distinct cached sample
     (sample_index = attempt)."""
-    attempts = settings.get("attempts", 3)
+    settings = sharding_settings(settings)
+    attempts = settings["attempts"]
     history: dict[str, list[dict]] = {q.qid: [] for q in questions}
     done: dict[str, ShardSet] = {}
     pending = list(questions)
@@ -354,7 +362,7 @@ def shard_questions(questions: list[Question], engine, prompts: ShardPrompts, se
                 still.append(q)
         pending = still
     for q in pending:
-        fb = settings.get("fallback", "none")
+        fb = settings["fallback"]
         shards = decomposition_shards(q) if fb == "decomposition" else []
         if shards:
             checks = check_shards(q, shards)
@@ -402,6 +410,7 @@ def shard_variability(questions: list[Question], engine, prompts: ShardPrompts, 
     """§A.2's wording variability: ``samples`` shard sets of each question (sample_index
     VARIABILITY_OFFSET + k: cached, and apart from the attempts' samples), all in one batch
     (per step), each with its checks' verdict."""
+    settings = sharding_settings(settings)
     items = [(q, VARIABILITY_OFFSET + k) for q in questions for k in range(samples)]
     got = sample_shards(items, engine, prompts, settings, desc="shard wording variability") if items else []
     rows: dict[str, dict] = {}
@@ -409,7 +418,7 @@ def shard_variability(questions: list[Question], engine, prompts: ShardPrompts, 
         row = rows.setdefault(q.qid, {"qid": q.qid, "dataset": q.dataset, "question": q.question, "samples": []})
         row["samples"].append({"sample": idx - VARIABILITY_OFFSET, "shards": smp["shards"],
                                "passed": bool(check_shards(q, smp["shards"])["passed"])})
-    return {"steps": int(settings.get("steps", 1)), "samples": samples, "questions": list(rows.values())}
+    return {"steps": settings["steps"], "samples": samples, "questions": list(rows.values())}
 
 
 def _shardset(q: Question, shards: list[str], checks: dict, method: str, attempt, attempts_log) -> ShardSet:

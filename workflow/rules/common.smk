@@ -11,6 +11,7 @@ from convrag.data.benchmarks import benchmark_corpora, benchmark_loader
 from convrag.data.download import MIRROR_ENV
 from convrag.config import (
     is_closed_book,
+    plugin_environment,
     retriever_kind,
     retriever_llm,
     validate_config,
@@ -18,10 +19,13 @@ from convrag.config import (
 from convrag.errors import ConvragError
 from convrag.layout import layout
 from convrag.llm.engine import REPLAY_ENV, TRACE_ENV
+from convrag.llm.node import DIR_ENV as MODEL_SERVER_DIR_ENV
+from convrag.llm.node import ENV as MODEL_SERVER_ENV
+from convrag.llm.node import IDLE_ENV as MODEL_SERVER_IDLE_ENV
 from convrag.retrieval import capabilities, graph_inputs, needs_jdk
 from convrag.sharding import corpus_source
 from convrag.sources import LOCK_ENV, hf_dataset_sha256, lock_path
-from convrag.studies import STUDY_PATH_ENV, active_studies, plugin_paths
+from convrag.studies import active_studies
 from convrag.lifeline import claim as claim_run, end_jobs_on_signal
 from convrag.warm import RunServer
 
@@ -48,8 +52,8 @@ L = layout(config)
 LOCK_FILE = lock_path(config)  # relative to the working directory, as every output path
 os.environ[LOCK_ENV] = os.path.abspath(LOCK_FILE)
 
-# Plug-in studies: every job's `convrag` call must find them too.
-os.environ[STUDY_PATH_ENV] = os.pathsep.join(plugin_paths(config["study_plugins"]))
+# Plug-ins (studies, retriever and benchmark kinds): every job's `convrag` call finds them too.
+os.environ.update(plugin_environment(config))
 STUDIES = {s.key: s for s in active_studies(config)}
 
 # LLM-cache replay and traces (config llm_cache; convrag.llm.engine reads them in each job). Set or
@@ -63,6 +67,31 @@ for _var, _value in (
         os.environ[_var] = _value
     else:
         os.environ.pop(_var, None)
+
+# Local models served once per node (config model_server; convrag.llm.node reads it in each job):
+# set or cleared from the config by the main process of a local run, whose jobs share the node.
+# A cluster executor's jobs are allocations of their own (a server would end with the job that
+# started it, or linger on a GPU the next allocation is given), so there every job loads its
+# models itself; the Snakemake processes inside jobs keep what they inherited.
+_SERVE = config["model_server"]["mode"] == "node"
+if not (workflow.remote_exec or workflow.subprocess_exec):
+    _local_run = workflow.local_exec
+    for _var, _value in (
+        (MODEL_SERVER_ENV, "node" if _SERVE and _local_run else ""),
+        (MODEL_SERVER_IDLE_ENV, str(config["model_server"]["idle_s"])),
+        (MODEL_SERVER_DIR_ENV, config["model_server"]["dir"] or ""),
+    ):
+        if _value:
+            os.environ[_var] = _value
+        else:
+            os.environ.pop(_var, None)
+    if _SERVE and not _local_run:
+        from snakemake.logging import logger
+
+        logger.warning(
+            "model_server.mode: node applies to local runs only (one Snakemake on a node): "
+            "on this executor every job loads its models itself"
+        )
 
 # A download mirror (config download_mirror; convrag.data.download reads it in each job), set or
 # cleared from the config on every run as the cache settings above.
@@ -144,6 +173,26 @@ def gpu_resources(model):
     if spec.gpu_model:
         res["gpu_model"] = spec.gpu_model
     return res
+
+
+def model_job(model, mem_mb=16000, runtime=240):
+    """The resources of a model's job, `resources: **model_job(...)`: memory, time and the
+    GPU pair (gpu, gpu_model: "" = any), written once here instead of in every rule. `model`:
+    a registry name, a function of the wildcards giving one, or (training jobs, index
+    builds) the pair itself as a dict or a function of the wildcards giving one."""
+
+    def pair(wc):
+        m = model(wc) if callable(model) else model
+        return m if isinstance(m, dict) else gpu_resources(m)
+
+    if callable(model):
+        gpu = {
+            "gpu": lambda wc: pair(wc)["gpu"],
+            "gpu_model": lambda wc: pair(wc).get("gpu_model", ""),
+        }
+    else:
+        gpu = {"gpu": pair(None)["gpu"], "gpu_model": pair(None).get("gpu_model", "")}
+    return {"mem_mb": mem_mb, "runtime": runtime, **gpu}
 
 
 def jarg(obj):
@@ -350,6 +399,7 @@ def target_inputs(wc):
 
 
 _RUN_NOTES = {}
+_TINY = {}
 
 
 def run_note(study, target):
@@ -360,13 +410,30 @@ def run_note(study, target):
     return _RUN_NOTES[study.key]
 
 
+def tiny_models(study):
+    """Study.tiny_models, once per study in a run."""
+    if study.key not in _TINY:
+        _TINY[study.key] = study.tiny_models(config)
+    return _TINY[study.key]
+
+
 def target_context(wc):
+    """The context a target builds with; a run with models under 1B parameters adds them
+    (tiny_models: each figure says so on itself), a miniature run (the config's `miniature`
+    block) the reason its reproduction rows are not comparable (convrag.report.reproduction),
+    each only then, so other runs' params, and so their finished targets, stay as they were.
+    """
+    from convrag.report.reproduction import MINIATURE, miniature_reason
+
     study, _ = _target(wc)
+    mini = miniature_reason(config)
     return jarg(
         {
             **study.context(config),
             "study_dir": L.study(study.key),
             "run_note": run_note(study, wc.target),
+            **({"tiny_models": tiny_models(study)} if tiny_models(study) else {}),
+            **({MINIATURE: mini} if mini else {}),
         }
     )
 

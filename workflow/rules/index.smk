@@ -21,10 +21,7 @@ rule build_graph:
         conda_env(models=[KG["model"]])
     threads: config["threads"]["index"]
     resources:
-        mem_mb=16000,
-        runtime=480,
-        gpu=gpu_resources(KG["model"])["gpu"],
-        gpu_model=gpu_resources(KG["model"]).get("gpu_model", ""),
+        **model_job(KG["model"], runtime=480),
     params:
         model=KG["model"],
         params=jarg(graph_params()),
@@ -58,10 +55,7 @@ rule build_index:
         )
     threads: config["threads"]["index"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=lambda wc: index_gpu(wc)["gpu"],
-        gpu_model=lambda wc: index_gpu(wc).get("gpu_model", ""),
+        **model_job(index_gpu),
     params:
         kind=lambda wc: retriever_kind(config, wc.retriever),
         params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),

@@ -47,3 +47,24 @@ rule score_retrieval:
     shell:
         "convrag score-retrieval --tasks {input.tasks} --runs {params.runs} --measures {params.measures}"
         " --labels {params.labels} --out {output} 2> {log}"
+
+
+# One multi-hop dataset's shard sets (`convrag shard`, convrag.sharding): lic_rag's SHARDED
+# conditions and cross's sharded delivery shard the same questions with the same prompt format.
+# A study gives the inputs `questions` and `prompts`, the outputs `shards`, `report` and
+# `accounting`, its resources, and params `settings` (convrag.sharding.shard_settings), `model`,
+# `source` (convrag.sharding.corpus_source), `registry`, `cache`; `extra` (further arguments,
+# each with its leading space) is optional.
+rule shard:
+    output:  # placeholders: every study that takes the template names its own
+        shards="template/shard/shards.jsonl",
+        report="template/shard/shard_report.md",
+        accounting="template/shard/accounting.json",
+    threads: config["threads"]["shard"]
+    params:
+        extra="",
+    shell:
+        "convrag shard --questions {input.questions} --prompts {input.prompts} --source {params.source}"
+        " --model {params.model} --registry {params.registry} --cache {params.cache}"
+        " --settings {params.settings} --out {output.shards} --report {output.report}"
+        " --accounting {output.accounting}{params.extra} --threads {threads} 2> {log}"

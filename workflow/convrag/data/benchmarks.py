@@ -1,12 +1,13 @@
 """Benchmarks of conversation turns (``TurnTask``) with one passage corpus per domain, behind
 one registry: MTRAG-UN, MTRAG, CORAL, QReCC, RECOR and the mini world's views of them.
 
-A benchmark is a config entry ``benchmarks.<name>: {kind, ...}``; its loader (registered with
-``@register_benchmark_loader(kind)``) says which raw files it needs (downloaded by the
-workflow's own rule, with sha256), which domains it has, and turns the raw files into
-``results/benchmarks/<name>/tasks.jsonl`` (every task, with a counted ``report.json``) and one
-corpus per domain, ``results/corpora/<name>.<domain>/corpus.jsonl``, so the shared index rules
-build one index per (benchmark domain, retriever).
+A benchmark is a config entry ``benchmarks.<name>: {kind, ...}``; its loader (a class in any
+module of this package or of the config's ``benchmark_plugins`` folders, registered by the line
+``@register_benchmark_loader("<kind>")`` above it: docs/adding_a_benchmark.md) says which raw
+files it needs (downloaded by the workflow's own rule, with sha256), which domains it has, and
+turns the raw files into ``results/benchmarks/<name>/tasks.jsonl`` (every task, with a counted
+``report.json``) and one corpus per domain, ``results/corpora/<name>.<domain>/corpus.jsonl``, so
+the shared index rules build one index per (benchmark domain, retriever).
 """
 
 from __future__ import annotations
@@ -14,16 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from convrag.errors import ConfigError
-from convrag.registry import Registry
+from convrag.registry import Registry, listed_modules
 
-# The built-in kinds are listed with the module that registers each, imported when a kind is
-# first asked for: this registry imports no loader (and no loader imports another to register it).
-BENCHMARK_LOADERS: "Registry[BenchmarkLoader]" = Registry("benchmark kind", lazy={
-    "miniworld_mtrag": "convrag.data.builtin", "miniworld_recor": "convrag.data.builtin",
-    "mtrag_un": "convrag.data.builtin", "mtrag_conversations": "convrag.data.builtin",
-    "mtrag_retrieval": "convrag.data.mtrag_retrieval", "coral": "convrag.data.coral", "recor": "convrag.data.recor",
-    "qrecc": "convrag.data.qrecc",
-})
+BENCHMARK_PATH_ENV = "CONVRAG_BENCHMARK_PATH"  # the run's benchmark_plugins, for every job (common.smk)
+# the registering lines are read, not imported: a kind's module is imported when the kind is asked for
+_KIND = r"""^@register_benchmark_loader\(["'](\w+)["']\)"""
+BENCHMARK_LOADERS: "Registry[BenchmarkLoader]" = Registry("benchmark kind", plugins=(BENCHMARK_PATH_ENV, _KIND),
+                                                          lazy=listed_modules(None, _KIND, __package__))
 
 
 class BenchmarkLoader:
@@ -82,8 +80,14 @@ class BenchmarkLoader:
                               f"there: {', '.join(missing)}{why}")
 
 
-def register_benchmark_loader(loader: BenchmarkLoader) -> BenchmarkLoader:
-    return BENCHMARK_LOADERS.add(loader.kind, loader)
+def register_benchmark_loader(kind: str):
+    """Class decorator: ``@register_benchmark_loader("<kind>")`` registers one instance of the
+    class as ``kind`` (its ``kind``); written so, on the line above the class, it lists the kind."""
+    def deco(cls: type[BenchmarkLoader]) -> type[BenchmarkLoader]:
+        cls.kind = kind
+        BENCHMARK_LOADERS.add(kind, cls())
+        return cls
+    return deco
 
 
 def benchmark_loader(kind: str) -> BenchmarkLoader:

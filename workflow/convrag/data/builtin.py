@@ -28,11 +28,10 @@ def _hipporag(name: str, spec: dict, files: dict):
 from convrag.data.benchmarks import BenchmarkLoader, register_benchmark_loader  # noqa: E402
 
 
+@register_benchmark_loader("miniworld_mtrag")
 class MiniworldMtrag(BenchmarkLoader):
     """The mini world rendered as an MTRAG-UN-like benchmark (convrag.data.miniworld_turns):
     ``domains: {<name>: {seed, spec, conversations}}``, each domain its own world."""
-
-    kind = "miniworld_mtrag"
 
     def check(self, name, spec, source):
         if not isinstance(spec.get("domains"), dict) or not spec["domains"]:
@@ -62,15 +61,11 @@ class MiniworldMtrag(BenchmarkLoader):
         return passages
 
 
-register_benchmark_loader(MiniworldMtrag())
-
-
+@register_benchmark_loader("miniworld_recor")
 class MiniworldRecor(BenchmarkLoader):
     """The mini world rendered as a RECOR-like benchmark with incomplete qrels by construction
     (convrag.data.miniworld_recor): ``domains: {<name>: {seed, spec, dialogues, turns}}``, each
     domain its own world; ``spec`` holds the world sizes and the plant shares."""
-
-    kind = "miniworld_recor"
 
     def check(self, name, spec, source):
         from convrag.data.miniworld_recor import check_domain
@@ -102,9 +97,7 @@ class MiniworldRecor(BenchmarkLoader):
         return passages
 
 
-register_benchmark_loader(MiniworldRecor())
-
-
+@register_benchmark_loader("mtrag_un")
 class MtragUn(BenchmarkLoader):
     """IBM's MTRAG-UN (convrag.data.mtrag): the generation tasks (one representative turn per
     conversation), per-domain BEIR qrels and the MTRAG passage-level corpora, downloaded from
@@ -112,7 +105,6 @@ class MtragUn(BenchmarkLoader):
     download records every file's sha256 beside it). ``files`` overrides any raw file with
     ``{local: path}`` or ``{url, sha256}`` (e.g. the real-data samples for tests)."""
 
-    kind = "mtrag_un"
     REPO = "IBM/mt-rag-benchmark"  # checksums of its files per commit: resources/sources.yaml
     DOMAINS = ("clapnq", "cloud", "fiqa", "govt")
 
@@ -171,9 +163,7 @@ class MtragUn(BenchmarkLoader):
         return benchmark_passages(files[f"corpus_{domain}.jsonl.zip"], domain, name, spec)
 
 
-register_benchmark_loader(MtragUn())
-
-
+@register_benchmark_loader("mtrag_conversations")
 class MtragConversations(MtragUn):
     """IBM's MTRAG (the earlier benchmark): one task per user turn of its 110 annotated
     conversations (``load_conversations``: history, the agent's reply as the reference answer,
@@ -182,7 +172,6 @@ class MtragConversations(MtragUn):
     CONVERSATIONAL class instead of UNDERSPECIFIED. ``files`` as for ``mtrag_un``; a corpus
     may be a ``.jsonl`` or ``.jsonl.zip`` (the real-data sample ships JSONL)."""
 
-    kind = "mtrag_conversations"
     # conversations.json has no conversation ids: they come from the retrieval tasks' questions
     # files of the selected domains (convrag.data.mtrag.conversation_ids_from_queries: a
     # conversation takes its id from its own domain's file only, so the other domains' files are
@@ -217,7 +206,3 @@ class MtragConversations(MtragUn):
         qs = {d: files[f"{d}_questions.jsonl"] for d in self.domains(spec) if f"{d}_questions.jsonl" in files}
         return load_conversations(files["conversations.json"], files.get("conversation_index_to_id.tsv"),
                                   benchmark=name, questions=qs or None, domains=self.domains(spec))
-
-
-register_benchmark_loader(MtragConversations())
-

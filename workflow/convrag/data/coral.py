@@ -738,6 +738,7 @@ def _num(p: str) -> tuple[int, str]:
 # ---- the registered benchmark loader ---------------------------------------------------------
 
 
+@register_benchmark_loader("coral")
 class Coral(BenchmarkLoader):
     """CORAL (``convrag.data.coral``): one TurnTask per turn of a split's conversations (golden
     history, response, rewrite, qrels, golden passages as contexts) and the passage corpus, one
@@ -764,7 +765,6 @@ class Coral(BenchmarkLoader):
     (v1 files still give theirs). ``strict: false`` counts inconsistencies between the files
     instead of stopping (see ``load_coral``)."""
 
-    kind = "coral"
     HF_REPO = "ariya2357/CORAL"
     BASE = "https://huggingface.co/datasets/ariya2357/CORAL/resolve"
     RELEASES: dict[str, dict[str, str]] = {
@@ -847,6 +847,3 @@ class Coral(BenchmarkLoader):
         if domain != DOMAIN:
             raise DataError(f"benchmark {name}: unknown domain '{domain}' (CORAL has one, '{DOMAIN}')")
         return load_passages(files[self.CORPUS])
-
-
-register_benchmark_loader(Coral())

@@ -77,9 +77,11 @@ DOMAINS: dict[str, str] = {
     "mt-rag-govt-elser-512-100-20240611": "govt",
 }
 
-# The query files of MTRAG's retrieval tasks: the last user turn, the benchmark's rewrite, and
+# The query files of MTRAG's retrieval tasks (<domain>_<kind>.jsonl), each with the shared query
+# policy (convrag.rag.policies) whose text it ships: the last user turn, the benchmark's rewrite,
 # every user turn so far; each line of a query is "|user|: <text>".
-QUERY_KINDS = ("lastturn", "rewrite", "questions")
+QUERY_FILES = {"lastturn": "current", "rewrite": "rewrite", "questions": "history"}
+QUERY_KINDS = tuple(QUERY_FILES)
 SPEAKER_TAG = "|user|: "
 
 # The official per-task metric values of the human-evaluation file.

@@ -27,11 +27,11 @@ from collections import Counter
 from typing import Any
 
 from convrag.data.benchmarks import BenchmarkLoader, register_benchmark_loader
+from convrag.data.mtrag import QUERY_KINDS
 from convrag.errors import ConfigError, DataError
 from convrag.records import TurnTask
 
 DOMAINS = ("clapnq", "cloud", "fiqa", "govt")
-KINDS = ("lastturn", "rewrite", "questions")
 REPO = "IBM/mt-rag-benchmark"  # the files' checksums per commit: resources/sources.yaml
 
 
@@ -68,11 +68,11 @@ def build_tasks(name: str, domain: str, paths: dict[str, str], qrels_path: str |
     return out, report
 
 
+@register_benchmark_loader("mtrag_retrieval")
 class MtragRetrieval(BenchmarkLoader):
     """IBM's MTRAG retrieval tasks (module docstring). Config: ``{kind: mtrag_retrieval, revision
     (a commit of IBM/mt-rag-benchmark), domains, tags: keep|strip, files}``."""
 
-    kind = "mtrag_retrieval"
     # allow_missing_gold: the corpus is a sample (the benchmark_corpus rule's gold check; config.py
     # checks it for every kind and does not pass it on, but a direct caller may)
     KEYS = ("kind", "domains", "revision", "files", "tags", "allow_missing_gold", "empty_passages")
@@ -105,7 +105,7 @@ class MtragRetrieval(BenchmarkLoader):
 
     def raw_names(self, spec):
         return [n for d in self.domains(spec) for n in
-                (*(f"{d}_{k}.jsonl" for k in KINDS), f"qrels_{d}.tsv", f"corpus_{d}.jsonl.zip")]
+                (*(f"{d}_{k}.jsonl" for k in QUERY_KINDS), f"qrels_{d}.tsv", f"corpus_{d}.jsonl.zip")]
 
     @staticmethod
     def repo_path(name: str) -> str:
@@ -132,7 +132,7 @@ class MtragRetrieval(BenchmarkLoader):
     def tasks(self, name, spec, files):
         tasks, per_domain = [], {}
         for d in self.domains(spec):
-            ts, rep = build_tasks(name, d, {k: files[f"{d}_{k}.jsonl"] for k in KINDS}, files[f"qrels_{d}.tsv"],
+            ts, rep = build_tasks(name, d, {k: files[f"{d}_{k}.jsonl"] for k in QUERY_KINDS}, files[f"qrels_{d}.tsv"],
                                   tags=spec.get("tags", "keep"))
             tasks += ts
             per_domain[d] = rep
@@ -152,6 +152,3 @@ class MtragRetrieval(BenchmarkLoader):
         from convrag.data.mtrag import benchmark_passages
 
         return benchmark_passages(files[f"corpus_{domain}.jsonl.zip"], domain, name, spec)
-
-
-register_benchmark_loader(MtragRetrieval())

@@ -218,11 +218,11 @@ def load_qrecc(path: str | Path, *, split: str, benchmark: str) -> tuple[list[Tu
     return tasks, passages, report
 
 
+@register_benchmark_loader("qrecc")
 class Qrecc(BenchmarkLoader):
     """QReCC's release (module docstring). Config: ``{kind: qrecc, split: train|test, revision (a
     commit of apple/ml-qrecc), files: {qrecc_data.zip: {local: path} | {url, sha256}}}``."""
 
-    kind = "qrecc"
     KEYS = ("kind", "domains", "split", "revision", "files")
 
     def check(self, name, spec, source):
@@ -270,6 +270,3 @@ class Qrecc(BenchmarkLoader):
         if domain != DOMAIN:
             raise DataError(f"benchmark {name}: unknown domain '{domain}' (QReCC has one, '{DOMAIN}')")
         return load_qrecc(files[ZIP], split=spec.get("split", "train"), benchmark=name)[1]
-
-
-register_benchmark_loader(Qrecc())

@@ -455,6 +455,7 @@ def pilot_corpus(benchmark_path: str | Path, documents_path: str | Path, qrels_p
 # ---- the registered benchmark loader ---------------------------------------------------------
 
 
+@register_benchmark_loader("recor")
 class Recor(BenchmarkLoader):
     """RECOR / RETECO track 2 (``convrag.data.recor``). Config:
 
@@ -472,7 +473,6 @@ class Recor(BenchmarkLoader):
       [...] (default the sample's four)}`` (paths relative to the repository root).
     """
 
-    kind = "recor"
     KEYS = ("kind", "format", "split", "domains", "revision", "local")
 
     def check(self, name, spec, source):
@@ -566,6 +566,3 @@ class Recor(BenchmarkLoader):
         if spec.get("format", "official") == "pilot":
             return pilot_corpus(*(files[PILOT_FILES[k]] for k in ("benchmark", "documents", "qrels")), domain)
         return read_documents(files[f"{domain}.documents.jsonl"])
-
-
-register_benchmark_loader(Recor())

@@ -56,6 +56,9 @@ class Accounting:
     backend_computed_prompt_tokens: int = 0  # prompt tokens the backend computed (reused prefixes are not)
     backend_seconds: float = 0.0  # time inside backend.generate
     backend_prefill_seconds: float = 0.0  # of which prompt forward passes (backends that measure it)
+    backend_prefill_positions: int = 0  # positions the prompt passes computed, left padding included
+    backend_decode_steps: int = 0  # decode forward passes (transformers backend)
+    backend_decode_rows: int = 0  # rows over those passes: / backend_decode_steps = the mean decode batch
     load_seconds: float = 0.0  # time to build the backend (load weights, start clients)
     wall_seconds: float = 0.0  # time inside Engine.generate, loading included
 
@@ -68,6 +71,10 @@ class Accounting:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+# backend counters copied into Accounting.backend_<name> per call (backends without them add 0)
+_BACKEND_COUNTS = ("prefill_positions", "decode_steps", "decode_rows")
 
 
 def _prompt_size(r: Request) -> int:
@@ -163,7 +170,7 @@ class Engine:
                 if self._pool is not None:
                     self._backend = self._pool.backend(self.spec)
                 else:
-                    from convrag.llm.backends import make_backend
+                    from convrag.llm.node import make_backend  # through the node's server when set
                     self._backend = make_backend(self.spec)
                 self.accounting.load_seconds += time.perf_counter() - t0
             return self._backend
@@ -250,6 +257,7 @@ class Engine:
                         t0 = time.perf_counter()
                         before = getattr(backend, "prefill_tokens", None)
                         before_s = getattr(backend, "prefill_seconds", 0.0)
+                        counts = {f: getattr(backend, f, 0) for f in _BACKEND_COUNTS}
                         if hasattr(backend, "on_progress"):  # a backend that reports prompts as they finish
                             backend.on_progress = bar.update
                         try:
@@ -259,6 +267,8 @@ class Engine:
                                 backend.on_progress = None
                         acc.backend_seconds += time.perf_counter() - t0
                         acc.backend_prefill_seconds += getattr(backend, "prefill_seconds", 0.0) - before_s
+                        for f, n in counts.items():
+                            setattr(acc, f"backend_{f}", getattr(acc, f"backend_{f}") + getattr(backend, f, 0) - n)
                         computed = backend.prefill_tokens - before if before is not None else None
                     if len(answers) != len(chunk):
                         raise ModelError(f"{self.spec.name}: backend returned {len(answers)} "
@@ -324,7 +334,7 @@ class EnginePool:
         key = self._key(spec)
         with self._guard:  # engines of one model in two threads build it once
             if key not in self._backends:
-                from convrag.llm.backends import make_backend
+                from convrag.llm.node import make_backend  # through the node's server when set
                 self._backends[key] = make_backend(spec)
             return self._backends[key]
 

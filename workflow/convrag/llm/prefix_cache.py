@@ -163,6 +163,34 @@ class BufferLayer(DynamicLayer):
         raise NotImplementedError("BufferLayer is only grown and row-selected by the decode loop")
 
 
+def mergeable(cache) -> bool:
+    """Whether every layer of ``cache`` is a :class:`BufferLayer` (plain attention), so that
+    batches of it can be joined by :func:`merge_batches`; a sliding-window layer cannot."""
+    return hasattr(cache, "layers") and all(type(layer) is BufferLayer for layer in cache.layers)
+
+
+def merge_batches(cache_cls, config, batches: list, room: int):
+    """One batch from several ``(cache, mask)`` batches of buffered caches: the rows in order, each
+    batch's columns right-aligned to the widest (the new columns on the left are zeros, masked).
+
+    Why: the decode loop admits new rows while others are still decoding (continuous batching),
+    and prompts of very different lengths are computed in separate forward passes (less padding);
+    both then decode together, one forward per step. A row's keys and values and its mask keep
+    their order; only left padding is added, which the mask hides and the explicit position ids
+    ignore, so every row attends to exactly what it attended to before."""
+    import torch.nn.functional as F
+
+    width = max(mask.shape[1] for _, mask in batches)
+    mask = torch.cat([F.pad(m, (width - m.shape[1], 0)) for _, m in batches])
+    cache = buffered_cache(cache_cls, config, room=room)
+    parts = [cache_layers(c) for c, _ in batches]
+    for layer in range(len(parts[0])):
+        ks = torch.cat([F.pad(p[layer][0], (0, 0, width - p[layer][0].shape[2], 0)) for p in parts])
+        vs = torch.cat([F.pad(p[layer][1], (0, 0, width - p[layer][1].shape[2], 0)) for p in parts])
+        cache.update(ks, vs, layer)
+    return cache, mask
+
+
 def padded_cache(cache, parts: list[tuple[Entry | None, int]], width: int, like: torch.Tensor | None):
     """Fill an empty cache for a batch whose row i starts with the first n_i tokens of entry_i,
     left-padded (zeros) to ``width`` columns; the caller masks the padding."""

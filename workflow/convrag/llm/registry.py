@@ -173,8 +173,9 @@ def _check(spec: ModelSpec) -> None:
         v = getattr(spec, k)
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
             raise ConfigError(f"{w(k)}: expected a positive integer or null (vLLM's default), got {v!r}")
-        if v is not None and spec.backend != "vllm":
-            raise ConfigError(f"{w(k)}: a vLLM scheduler setting; this model's backend is {spec.backend}")
+        if v is not None and spec.backend not in ("vllm", "transformers"):
+            raise ConfigError(f"{w(k)}: a scheduler setting of the vllm and transformers backends; this model's "
+                              f"backend is {spec.backend}")
     if not isinstance(spec.gpu_memory_utilization, (int, float)) or not 0 < spec.gpu_memory_utilization <= 1:
         raise ConfigError(f"{w('gpu_memory_utilization')}: expected a number in (0, 1]")
     if not isinstance(spec.timeout_s, (int, float)) or spec.timeout_s <= 0:

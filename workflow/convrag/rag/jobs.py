@@ -48,13 +48,15 @@ class Job:
                 "job": {**counts, "wall_seconds": round(time.time() - self.t0, 3)}}
 
     def write(self, files: dict[str, list], accounting_path: str | None, *, first=(), extra: dict | None = None,
-              **counts) -> None:
+              engine=None, **counts) -> None:
         """``files``: path -> records; ``first``: [(path, write(path))] written before them (a TREC
         run, a report); the accounting (with ``counts``, and ``extra``'s top-level keys) last.
-        All or nothing."""
+        With ``engine``, the accounting is that one engine's totals and model identity
+        (``Engine.write_accounting``: a shard job's, as the estimates read it). All or nothing."""
         records = [(p, lambda p, r=r: write_records(p, r)) for p, r in files.items()]
-        acc = [(accounting_path, lambda p: write_json(p, {**self.accounting(**counts), **(extra or {})}))] \
-            if accounting_path else []
+        write_acc = engine.write_accounting if engine is not None else \
+            (lambda p: write_json(p, {**self.accounting(**counts), **(extra or {})}))
+        acc = [(accounting_path, write_acc)] if accounting_path else []
         write_outputs([*first, *records, *acc])  # a job's stale outputs go too if it fails
 
     def __enter__(self):

@@ -8,6 +8,9 @@ A policy maps conversation states to query strings, batched, independent of the 
   query; equal to ``current``;
 - ``rewrite``: the benchmark's shipped standalone rewrite of the turn (MTRAG, CORAL); a turn
   without one is an error naming it, never a silent fallback;
+- ``official_history``: RECOR's RETECO baseline query (BM25-hist), the turn plus the turn's
+  official conversation history (``labels.official_history``, ``convrag.data.recor.official_query``);
+- ``standalone``: the generated world's resolved question (``labels.standalone_query``);
 - ``llm_rewrite``: a standalone rewrite of the last user turn given the conversation,
   written by an LLM with the project's prompt (``resources/prompts/rag/rewrite.yaml``), one
   batched call for all states; an empty rewrite falls back to the last user turn and is
@@ -28,12 +31,14 @@ from convrag.registry import Registry
 @dataclass
 class QueryState:
     """What a policy may read: the user turns so far (the last one is being answered), the
-    whole conversation as ``{role, text}`` dicts, and a shipped rewrite if the benchmark has one."""
+    whole conversation as ``{role, text}`` dicts, a shipped rewrite if the benchmark has one,
+    and the turn's labels (``TurnTask.labels``)."""
 
     user_turns: list[str]
     turns: list[dict] = field(default_factory=list)
     rewrite: str | None = None
     key: str = ""  # names the turn in errors (task id)
+    labels: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -95,6 +100,28 @@ def _rewrite(states, **_) -> PolicyResult:
         if not (s.rewrite or "").strip():
             raise DataError(f"query policy 'rewrite': turn {s.key or '?'} has no shipped rewrite")
     return PolicyResult([s.rewrite for s in states])
+
+
+def _label(states, name: str, label: str, what: str, empty_ok: bool = False) -> None:
+    for s in states:
+        if label not in s.labels if empty_ok else not s.labels.get(label):
+            raise DataError(f"query policy '{name}': turn {s.key or '?'} has no labels.{label} ({what}); "
+                            "this benchmark has none")
+
+
+@register_policy("official_history")
+def _official_history(states, **_) -> PolicyResult:
+    from convrag.data.recor import official_query
+
+    _label(states, "official_history", "official_history", "RECOR's conversation_history", empty_ok=True)
+    return PolicyResult([official_query({"question": s.user_turns[-1], "labels": s.labels}, with_history=True)
+                         for s in states])
+
+
+@register_policy("standalone")
+def _standalone(states, **_) -> PolicyResult:
+    _label(states, "standalone", "standalone_query", "the generated world's resolved question")
+    return PolicyResult([s.labels["standalone_query"] for s in states])
 
 
 def rewrite_messages(state: QueryState, prompts: dict) -> list[dict]:

@@ -17,7 +17,8 @@ from convrag.records import TurnTask
 
 def query_states(tasks: list[TurnTask]) -> list[QueryState]:
     return [QueryState([*(h["text"] for h in t.history if h["role"] == "user"), t.question],
-                       [*t.history, {"role": "user", "text": t.question}], rewrite=t.rewrite, key=t.task_id)
+                       [*t.history, {"role": "user", "text": t.question}], rewrite=t.rewrite, key=t.task_id,
+                       labels=t.labels)
             for t in tasks]
 
 

@@ -9,6 +9,7 @@ format is passed to savefig explicitly.  PDF dates are dropped so reruns give id
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,16 +22,44 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["save_figure", "grouped_bars", "stacked_bars", "lines", "scatter", "empty_figure", "placeholder",
-           "placeholder_of", "PLACEHOLDER_KEY", "small_model_warning"]
+           "placeholder_of", "PLACEHOLDER_KEY", "small_model_warning", "stand_in_warning", "active_stand_ins"]
 
 # PNG text key of a placeholder figure: its value is "<kind>: <reason>", so a reader (and
 # tests/test_figures.py) can tell a placeholder from a plot and check the reason against the data
 PLACEHOLDER_KEY = "convrag-placeholder"
 
 
+# (what, {model: params_b}) that every figure saved inside ``stand_in_warning`` names in its band
+_STAND_INS: list[tuple[str, dict[str, float]]] = []
+WARNING_PREFIX = "Warning:"  # a figure with a text starting so already carries its own band
+
+
+@contextmanager
+def stand_in_warning(what: str, models: dict[str, float]):
+    """Every figure saved inside gets ``small_model_warning(fig, what, models)`` (unless it is a
+    placeholder or already carries a warning of its own): a figure whose numbers come from a
+    model under 1B says so on itself, not only in its caption (issue 45; the report's targets
+    are drawn inside it, convrag.report.targets.build_target). Empty ``models``: nothing."""
+    _STAND_INS.append((what, dict(models)))
+    try:
+        yield
+    finally:
+        _STAND_INS.pop()
+
+
+def active_stand_ins() -> dict[str, float]:
+    """The models the enclosing ``stand_in_warning`` names ({} outside one): a figure that would
+    draw a warning of its own (a tiny judge, say) leaves it to that band, which names every
+    stand-in of the run."""
+    return _STAND_INS[-1][1] if _STAND_INS else {}
+
+
 def save_figure(fig: Figure, stem: str | os.PathLike, note: str | None = None) -> tuple[Path, Path]:
     """Write ``<stem>.png`` and ``<stem>.pdf`` atomically; return their paths. ``note`` goes
-    into the PNG's text chunk under PLACEHOLDER_KEY (placeholders only)."""
+    into the PNG's text chunk under PLACEHOLDER_KEY (placeholders only). Inside
+    ``stand_in_warning`` a plot (not a placeholder) without a warning of its own gets its band."""
+    if active_stand_ins() and note is None and not _has_warning(fig):
+        small_model_warning(fig, *_STAND_INS[-1])
     stem = Path(stem)
     png, pdf = stem.with_name(stem.name + ".png"), stem.with_name(stem.name + ".pdf")
     with atomic_path(png) as tmp:
@@ -213,7 +242,7 @@ def stacked_bars(df: pd.DataFrame, stem, *, x: str, parts: list[str], panel: str
     for ax in _first_column(axes):
         ax.set_ylabel(ylabel)
     fig.legend(*axes[0].get_legend_handles_labels(), fontsize="small", loc="outside right upper")
-    if warn and warn[1]:
+    if warn and warn[1] and not active_stand_ins():  # else the run's band names every stand-in
         small_model_warning(fig, *warn)
     return save_figure(fig, stem)
 
@@ -285,9 +314,13 @@ def lines(df: pd.DataFrame, stem, *, x: str, y: str, group: list[str], panel: st
             shift = dodge * (keys.index(key) - (len(keys) - 1) / 2) if dodge else 0.0
             ax.plot(g[x] + shift, g[y], **{"ms": 4, "lw": 1.2, **look[key]}, label=" / ".join(key))
         if point_labels:
-            top = sub.loc[sub.groupby(x)[y].idxmax()]
-            for _, r in top.iterrows():
-                ax.annotate(str(r[point_labels]), (r[x], r[y]), xytext=(0, 6), textcoords="offset points",
+            top = sub.loc[sub.groupby(x)[y].idxmax()].sort_values(x)
+            span = float(top[x].max() - top[x].min()) or 1.0
+            level, last = 0, None
+            for _, r in top.iterrows():  # labels of points close along x are stacked, not overprinted
+                level = level + 1 if last is not None and float(r[x]) - last < 0.06 * span else 0
+                last = float(r[x])
+                ax.annotate(str(r[point_labels]), (r[x], r[y]), xytext=(0, 6 + 10 * level), textcoords="offset points",
                             ha="center", va="bottom", fontsize=7, rotation=30)
         for j, lab in enumerate(ref_labels):
             for v in refs.loc[(refs["panel"] == pv) & (refs["label"] == lab), "y"].dropna():
@@ -339,12 +372,28 @@ def small_model_warning(fig: Figure, what: str, models: dict[str, float]) -> Non
     import textwrap
 
     names = ", ".join(f"{m} ({b:g}B parameters)" for m, b in models.items())
-    text = (f"Warning: {what} {names}, {'a tiny stand-in' if len(models) == 1 else 'tiny stand-ins'} "
+    text = (f"{WARNING_PREFIX} {what} {names}, {'a tiny stand-in' if len(models) == 1 else 'tiny stand-ins'} "
             f"(under {TINY_B:g}B): a check that the pipeline runs, not a measure of quality")
     width = max(40, int(fig.get_figwidth() * 14))  # characters of 9-point text across the figure
-    # below the panels (a legend at the upper right cannot cover it), wrapped to the figure's width
-    fig.text(0.5, 0, "\n".join(textwrap.wrap(text, width)), ha="center", va="top", fontsize=9, color="black",
-             bbox={"boxstyle": "round", "facecolor": "#ffe0b3", "edgecolor": "darkorange"})
+    # below the panels (a legend at the upper right cannot cover it) and below any note already
+    # there (a figure's key to its annotations), wrapped to the figure's width
+    fig.text(0.5, _below_notes(fig), "\n".join(textwrap.wrap(text, width)), ha="center", va="top", fontsize=9,
+             color="black", bbox={"boxstyle": "round", "facecolor": "#ffe0b3", "edgecolor": "darkorange"})
+
+
+def _has_warning(fig: Figure) -> bool:
+    return any(t.get_text().startswith(WARNING_PREFIX) for t in fig.texts)
+
+
+def _below_notes(fig: Figure) -> float:
+    """The figure-fraction height just under the lowest text placed under the panels (y <= 0,
+    as the notes of grouped_bars), or 0 when there is none."""
+    notes = [t for t in fig.texts if t.get_position()[1] <= 0 and t.get_text().strip()]
+    if not notes:
+        return 0.0
+    renderer = fig.canvas.get_renderer()
+    lowest = min(t.get_window_extent(renderer).y0 for t in notes)
+    return float(fig.transFigure.inverted().transform((0, lowest))[1]) - 0.02
 
 
 def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None, panel: str | None = None,
@@ -392,7 +441,7 @@ def scatter(df: pd.DataFrame, stem, *, x: str, y: str, label: str | None = None,
     if label:
         fig.legend(list(handles.values()), list(handles), title=legend_title or None, fontsize="x-small",
                    loc="outside right upper")
-    if warn and warn[1]:
+    if warn and warn[1] and not active_stand_ins():  # else the run's band names every stand-in
         small_model_warning(fig, *warn)
     return save_figure(fig, stem)
 

@@ -25,7 +25,12 @@ entry, answering two questions in two columns.
 - ``not comparable``: only where the quantity or the population differs: other data or
   generated data, domains or retrievers the run does not have, another metric definition or
   setting (``top_k``, what counts as sufficient), a step the run did not do, a table with no
-  such row, or the entry's own ``incomparable`` text.
+  such row, or the entry's own ``incomparable`` text; and every row of a miniature run
+  (``convrag miniature``: the paper config with ``config/miniatures/<study>.yaml`` laid over it),
+  whose data are a cut of a few records of the shared samples and whose models are tiny stand-ins:
+  its numbers prove that every rule runs, not what the paper found, so no verdict of agreement or
+  disagreement is given (``context["miniature"]``, set by the workflow from the config's
+  ``miniature`` key: ``miniature_reason``). Our number is still shown.
 
 *How does our protocol differ?* (``caveats``): the project's own prompt wording, a substituted
 or differently sized model (any role), fewer runs, a reading of a terse statement (the entry's
@@ -716,13 +721,17 @@ def statement_rows(ours: Ours, holds: dict, tables: dict[str, str], cache: dict 
 # ---- the table ------------------------------------------------------------------------------------
 
 
-def judge_entry(e: Entry, tables: dict[str, str], run: dict, unreleased: dict, cache: dict | None = None) -> dict:
+def judge_entry(e: Entry, tables: dict[str, str], run: dict, unreleased: dict, cache: dict | None = None,
+                miniature: str | None = None) -> dict:
     """One entry against this run: our value and interval, the verdict and its reason, and the
-    caveats (protocol differences) beside them."""
+    caveats (protocol differences) beside them. ``miniature``: the reason a miniature run's rows
+    are not comparable (``miniature_reason``): it comes first among the row's reasons, and the
+    other incomparabilities stay listed after it."""
     cache = {} if cache is None else cache
     diffs = requirement_differences(e.requires, run, unreleased)
     caveats = [t for t, c in diffs if c] + ([e.caveat] if e.caveat else [])
-    incomparable = ([e.reason] if e.ours is None and e.reason else []) + [t for t, c in diffs if not c]
+    incomparable = [miniature] if miniature else []
+    incomparable += ([e.reason] if e.ours is None and e.reason else []) + [t for t, c in diffs if not c]
     incomparable += [e.incomparable] if e.incomparable else []
     found: dict = {}
     if e.kind == "statement" and e.ours is not None:
@@ -754,11 +763,16 @@ def reproduction_table(study_key: str, published_path, tables: dict[str, str], c
     our 95% interval (on the published scale), the verdict and its reason, the caveats. ``tables``:
     target name -> CSV path of the study's other targets this grid built;
     ``context["reproduction"]``: what the run used (models, data, domains, ...), against each
-    entry's ``requires``."""
+    entry's ``requires``; ``context["miniature"]``: set in a miniature run (``miniature_reason``),
+    every row is then not comparable, for that reason."""
     import pandas as pd
 
     pub = load_published(published_path, study_key)
     run = (context or {}).get("reproduction") or {}
+    miniature = (context or {}).get(MINIATURE)
+    if miniature is not None and not (isinstance(miniature, str) and miniature.strip()):
+        raise DataError(f"context['{MINIATURE}'] of the {study_key} reproduction target must be the reason text "
+                        f"of a miniature run (convrag.report.reproduction.miniature_reason), not {miniature!r}")
     cache: dict = {}
     rows = []
     parts: dict[str, dict[str, list[str]]] = {}
@@ -768,7 +782,7 @@ def reproduction_table(study_key: str, published_path, tables: dict[str, str], c
         return nan if x is None else x
 
     for e in pub.entries:
-        j = judge_entry(e, tables, run, pub.unreleased, cache)
+        j = judge_entry(e, tables, run, pub.unreleased, cache, miniature=miniature)
         rows.append({
             "id": e.id, "source": e.source, "what": e.what, "scale": e.scale, "published": e.value,
             "published_ci_low": e.ci[0] if e.ci else nan, "published_ci_high": e.ci[1] if e.ci else nan,
@@ -933,6 +947,31 @@ def reproduction_artifacts(study, layout, artifacts: dict) -> dict:
 
 
 # ---- how a study describes its run (``context["reproduction"]``) -----------------------------------
+
+
+MINIATURE = "miniature"  # the targets' context key of a miniature run's reason (workflow: target_context)
+
+
+def miniature_reason(config: dict) -> str | None:
+    """Why no row of a miniature run is compared with the paper, or None for any other run.
+
+    A run is a miniature when its config has a non-empty ``miniature`` block: every overlay in
+    ``config/miniatures/`` has one (what ``convrag miniature`` serves), and it stays whether the
+    overlay is run through ``convrag miniature`` or ``snakemake --configfile <paper> <overlay>``;
+    ``download_mirror`` alone is not the sign (any run may use a mirror of the real files). Why
+    every row: a miniature's statistics are computed on a cut of a few records (one conversation
+    where the paper has 8,000) and its models are tiny stand-ins, so even a count that lands on
+    the paper's value, or one that misses it, says nothing about the paper; the rows still show
+    our numbers, so the verdict machinery's inputs are there to read."""
+    mini = config.get("miniature") or {}
+    if not mini:
+        return None
+    which = [f"registry {config['models_registry']}"] if config.get("models_registry") else []
+    which += [f"API roles answered by {mini['api_model']} on a loopback endpoint"] if mini.get("api_model") else []
+    models = "tiny stand-in models" + (f" ({'; '.join(which)})" if which else "")
+    return ("miniature run (the paper config with its config/miniatures overlay): cut data (a few records of the "
+            f"shared samples, stand-in files where a release is not shared) and {models}; its numbers show that "
+            "every rule runs, not what the paper found")
 
 
 def retriever_identity(config: dict, name: str) -> str:

@@ -44,23 +44,38 @@ def _value(v) -> str | None:
     return str(v)
 
 
+def run_models(settings: dict) -> list[str]:
+    """The model names a study's run settings give (keys ending in model, reader, judges ...),
+    in order, each once."""
+    models = []
+    for key, v in settings.items():
+        if _is_model_key(key) and _value(v) is not None:
+            models += [str(m) for m in (v if isinstance(v, (list, tuple)) else [v]) if m is not None]
+    return list(dict.fromkeys(models))
+
+
+def run_tiny_models(settings: dict, config: dict) -> dict[str, float]:
+    """The run's models under TINY_B billion parameters, with their size: the stand-ins whose
+    numbers every figure of the study says it comes from (convrag.report.figures.stand_in_warning)."""
+    sizes = model_sizes(config, run_models(settings))
+    return {m: sizes[m] for m in tiny_models(config, sizes)}
+
+
 def run_note(settings: dict, config: dict) -> str:
     """``This run: k: v; ... Substitutions: ...`` from a study's run settings (label -> value;
     lists joined, empty values and nested dicts left out). Models are given with their size;
     tiny models and generated data are named as substitutions."""
-    parts, models, generated = [], [], []
+    parts, generated = [], []
     for key, v in settings.items():
         text = _value(v)
         if text is None:
             continue
         parts.append(f"{key.replace('_', ' ')}: {text}")
         vals = v if isinstance(v, (list, tuple)) else [v]
-        if _is_model_key(key):
-            models += [str(m) for m in vals if m is not None]
         generated += [str(d) for d in vals if isinstance(d, str) and d.startswith("generated:")]
     if not parts:
         return ""
-    models = list(dict.fromkeys(models))
+    models = run_models(settings)
     sizes = model_sizes(config, models)
     sized = [f"{m} {sizes[m]:g}B" for m in models if sizes.get(m) is not None]
     note = "This run: " + "; ".join(parts) + "."

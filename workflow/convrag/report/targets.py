@@ -46,6 +46,8 @@ class Target:
     plot: Callable[[Any, str], None] | None = None
     inputs: tuple[str, ...] = ()
     markdown: Callable[[Any, str], str] | None = None
+    # a figure whose numbers come from no model (a benchmark's own statistics): no stand-in band
+    model_free: bool = False
 
     def __post_init__(self):
         if self.kind not in ("table", "figure"):
@@ -88,7 +90,10 @@ def build_target(study, name: str, inputs: dict, context: dict, out_stem: str) -
             reason = figures.placeholder(out_stem, "no_rows", "the grid has no cells this analysis needs "
                                                               "(the figure's data has no rows)")
         else:  # a plot function may draw a placeholder itself and return its reason
-            reason = t.plot(df, out_stem)
+            # a run's stand-ins under 1B (context tiny_models) are named on the figure itself
+            tiny = {} if t.model_free else (context.get("tiny_models") or {})
+            with figures.stand_in_warning("these numbers come from", tiny):
+                reason = t.plot(df, out_stem)
         if isinstance(reason, str):
             text += f" (Placeholder: {reason}.)"
     elif df.empty:

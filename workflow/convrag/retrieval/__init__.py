@@ -5,8 +5,10 @@
 params it is given, so a stale or mismatched index is an error, not a silent result.
 
 ``KINDS`` (a ``convrag.registry.Registry``) maps a retriever *kind* (the config's
-``retrievers.<name>.kind``) to its module, imported on first use. A module provides
-``CAPABILITIES`` (what it needs and costs, read everywhere through ``capabilities``), ``DEFAULTS`` (its params), ``build(corpus_path, out_dir, params, **extra)``
+``retrievers.<name>.kind``) to its module, imported on first use: every module of this package,
+of ``graph`` and of the config's ``retriever_plugins`` folders that defines ``CAPABILITIES`` is a
+kind named by its file, so a kind is added as one module (docs/adding_a_retriever.md). A module
+provides ``CAPABILITIES`` (what it needs and costs, read everywhere through ``capabilities``), ``DEFAULTS`` (its params), ``build(corpus_path, out_dir, params, **extra)``
 and ``load(index_dir, params, corpus_path=None, **extra)``: a module whose capabilities say
 ``needs_graph`` gets ``graph_dir`` (the shared knowledge-graph artifact) at build time, one
 that ``uses_llm`` gets ``llm`` (an Engine) at build and load time. ``search`` returns a
@@ -15,27 +17,19 @@ that ``uses_llm`` gets ``llm`` (an Engine) at build and load time. ``search`` re
 
 from __future__ import annotations
 
+
 from convrag.errors import ConfigError
-from convrag.registry import Registry
+from convrag.registry import Registry, listed_modules
 from convrag.retrieval.base import Capabilities, Hits, QueryCost, Retriever, SearchResult
 
-__all__ = ["KINDS", "RETRIEVERS", "Capabilities", "Hits", "QueryCost", "Retriever", "SearchResult", "build_index",
+__all__ = ["KINDS", "RETRIEVER_PATH_ENV", "Capabilities", "Hits", "QueryCost", "Retriever", "SearchResult", "build_index",
            "capabilities", "load_retriever"]
 
-KINDS = Registry("retriever kind", lazy={
-    "closed_book": "convrag.retrieval.closed_book",
-    "bm25": "convrag.retrieval.bm25",
-    "lucene_bm25": "convrag.retrieval.lucene_bm25",
-    "dense": "convrag.retrieval.dense",
-    "sparse": "convrag.retrieval.sparse",
-    "hipporag": "convrag.retrieval.graph.hipporag",
-    "hipporag2": "convrag.retrieval.graph.hipporag2",
-    "lightrag": "convrag.retrieval.graph.lightrag",
-    "raptor": "convrag.retrieval.graph.raptor",
-    "tog2": "convrag.retrieval.graph.tog2",
-    "pog": "convrag.retrieval.graph.pog",
-})
-RETRIEVERS = tuple(KINDS)
+RETRIEVER_PATH_ENV = "CONVRAG_RETRIEVER_PATH"  # the run's retriever_plugins, for every job (common.smk)
+_KIND = r"^CAPABILITIES\b"
+KINDS = Registry("retriever kind", plugins=(RETRIEVER_PATH_ENV, _KIND), lazy={
+    **listed_modules(None, _KIND, __name__),
+    **listed_modules(None, _KIND, f"{__name__}.graph")})
 
 
 def _module(kind: str):

@@ -10,14 +10,11 @@ Snakefile sets from the config so that every job's ``convrag`` call finds them t
 from __future__ import annotations
 
 import functools
-import importlib.util
-import os
 import pkgutil
-import sys
 from pathlib import Path
 
 from convrag.errors import ConfigError
-from convrag.registry import Registry, unknown_name
+from convrag.registry import Registry, import_file, plugin_folders, unknown_name
 from convrag.studies.base import Study, Target
 
 __all__ = ["Study", "Target", "all_studies", "get_study", "active_studies", "plugin_paths", "STUDY_PATH_ENV"]
@@ -42,12 +39,7 @@ def _plugin(path: str) -> Study:
     init = folder / "__init__.py"
     if not init.exists():
         raise ConfigError(f"study_plugins: {path}: no __init__.py (a plug-in study is a package folder)")
-    name = f"convrag_study_plugin_{folder.name}"
-    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(folder)])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    study = getattr(mod, "STUDY", None)
+    study = getattr(import_file(init, f"convrag_study_plugin_{folder.name}"), "STUDY", None)
     if not isinstance(study, Study):
         raise ConfigError(f"study_plugins: {init}: must define STUDY (a convrag Study)")
     study.home = folder
@@ -55,8 +47,7 @@ def _plugin(path: str) -> Study:
 
 
 def plugin_paths(extra=()) -> list[str]:
-    env = [p for p in os.environ.get(STUDY_PATH_ENV, "").split(os.pathsep) if p]
-    return list(dict.fromkeys([str(Path(p).resolve()) for p in [*extra, *env]]))
+    return plugin_folders(STUDY_PATH_ENV, extra)
 
 
 def all_studies(plugins=()) -> dict[str, Study]:

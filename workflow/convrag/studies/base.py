@@ -14,6 +14,8 @@ and every Snakemake start imports all study packages.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +70,31 @@ class Study:
         """Cross-reference checks of the (validated) study block against the rest of the
         config and the model registry; raise ConfigError naming the key."""
 
+    # ---- the study's own modules ----------------------------------------------------------
+    # Hooks a study answers from its own package's modules by their conventional names (module,
+    # name), so its __init__.py does not forward each one: ``targets.TARGETS``,
+    # ``plan.model_jobs``, ``estimate.estimate``, ``rehearsal.rehearsal_inputs`` and
+    # ``calibrated_rehearsal_inputs``, ``cli.add_cli``. A study without the module (or the name)
+    # keeps the empty default; a study that overrides the method answers it itself.
+    HOOKS = {"targets": ("targets", "TARGETS"), "plan": ("plan", "model_jobs"),
+             "estimate": ("estimate", "estimate"), "rehearsal_inputs": ("rehearsal", "rehearsal_inputs"),
+             "calibrated_rehearsal_inputs": ("rehearsal", "calibrated_rehearsal_inputs"),
+             "add_cli": ("cli", "add_cli")}
+
+    def own(self, hook: str):
+        """The study's own answer to ``hook`` (``HOOKS``): the named object of its module, or None."""
+        package = type(self).__module__
+        module, name = self.HOOKS[hook]
+        try:
+            found = importlib.util.find_spec(f"{package}.{module}") is not None
+        except ModuleNotFoundError:  # a study class defined in a plain module, not a package
+            found = False
+        return getattr(importlib.import_module(f"{package}.{module}"), name, None) if found else None
+
     # ---- what it builds -------------------------------------------------------------------
     def targets(self) -> dict[str, Target]:
         """Named tables and figures: ``results/<key>/tables|figures/<name>``."""
-        return {}
+        return self.own("targets") or {}
 
     def artifacts(self, config: dict, layout) -> dict[str, Any]:
         """Artifact name -> path (or list of paths) that targets read (``Target.inputs``); None
@@ -103,6 +126,14 @@ class Study:
 
         return run_note(self.run_settings(config), config)
 
+    def tiny_models(self, config: dict) -> dict[str, float]:
+        """The run's models under 1B parameters (name -> billions): every figure of the study
+        whose numbers come from a model says so on the figure (a band under its panels), as its
+        caption's Substitutions sentence does (``convrag.report.runnote``)."""
+        from convrag.report.runnote import run_tiny_models
+
+        return run_tiny_models(self.run_settings(config), config)
+
     def outputs(self, config: dict, layout) -> list[str]:
         """Final outputs besides tables and figures (e.g. conversation files: deleting one
         makes Snakemake redo its job)."""
@@ -122,11 +153,12 @@ class Study:
         """Synthetic inputs of the study's targets at the grid's full shape (artifact name ->
         path), written into ``folder`` with seeded values and no model, for
         ``convrag reproduction plan`` (convrag.report.rehearsal); None: no rehearsal yet."""
-        return None
+        own = self.own("rehearsal_inputs")
+        return own(config, Path(folder), questions, runs, seed) if own else None
 
     @property
     def has_rehearsal(self) -> bool:
-        return type(self).rehearsal_inputs is not Study.rehearsal_inputs
+        return type(self).rehearsal_inputs is not Study.rehearsal_inputs or self.own("rehearsal_inputs") is not None
 
     def calibrated_rehearsal_inputs(self, config: dict, folder, targets: dict[str, float], questions: int = 4,
                                     runs: int = 2, seed: int = 0) -> tuple[dict, dict[str, str]] | None:
@@ -135,23 +167,29 @@ class Study:
         scale) comes out at that value; returns the inputs and, for each entry of ``targets``
         it cannot drive, why (a ratio of means, a rank, a count the grid's shape fixes).
         None: the study has no calibrated rehearsal yet (convrag.report.rehearsal)."""
-        return None
+        own = self.own("calibrated_rehearsal_inputs")
+        return own(config, Path(folder), targets, questions, runs, seed) if own else None
 
     # ---- planning and sizing --------------------------------------------------------------
     def plan(self, config: dict) -> list[dict]:
         """Every model-calling job of the study's grid (one dict per job), for sizing and
         tests; the rule file plans the same jobs from the same functions."""
-        return []
+        own = self.own("plan")
+        return own(config) if own else []
 
     def estimate(self, config: dict, measured: dict, throughput) -> list:
         """Sizing of the study's grid for ``config`` from a measured run: a list of
         ``convrag.cost.Work`` (a ``cost.WorkList`` may add notes and facts for the report).
         ``measured``: ``results`` (folder), ``config`` (that run's), ``passage_tokens``."""
-        return []
+        own = self.own("estimate")
+        return own(config, measured, throughput) if own else []
 
     # ---- command line ---------------------------------------------------------------------
     def add_cli(self, sub) -> None:
         """Add the study's own stages to ``convrag <cli_name>`` (an argparse subparsers)."""
+        own = self.own("add_cli")
+        if own:
+            own(sub)
 
     # ---- helpers ----------------------------------------------------------------------------
     def all_targets(self) -> dict[str, Target]:

@@ -78,10 +78,7 @@ rule coral_contextualise:
         conda_env(models=[CORAL["contextualise"]["model"]])
     threads: config["threads"]["simulate"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=gpu_resources(CORAL["contextualise"]["model"])["gpu"],
-        gpu_model=gpu_resources(CORAL["contextualise"]["model"]).get("gpu_model", ""),
+        **model_job(CORAL["contextualise"]["model"]),
     params:
         args=lambda wc: coral_wiring.contextualise_args(config, REGISTRY, CACHE),
         corpus=lambda wc, input: (
@@ -156,12 +153,7 @@ rule coral_sft_retrieve:
         )
     threads: config["threads"]["index"]
     resources:
-        mem_mb=16000,
-        runtime=120,
-        gpu=lambda wc: gpu_resources(coral_sft_rewriters(config)[wc.rewriter])["gpu"],
-        gpu_model=lambda wc: gpu_resources(
-            coral_sft_rewriters(config)[wc.rewriter]
-        ).get("gpu_model", ""),
+        **model_job(lambda wc: coral_sft_rewriters(config)[wc.rewriter], runtime=120),
     params:
         args=lambda wc: coral_wiring.sft_retrieve_args(
             config, L, wc.retriever, wc.rewriter, CACHE
@@ -193,14 +185,11 @@ rule coral_train_session_encoder:
         ]
     threads: config["threads"]["index"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=lambda wc: coral_wiring.training_job(
-            config, "session_encoders", wc.encoder
-        )["gpu"],
-        gpu_model=lambda wc: coral_wiring.training_job(
-            config, "session_encoders", wc.encoder
-        )["gpu_model"],
+        **model_job(
+            lambda wc: coral_wiring.training_job(
+                config, "session_encoders", wc.encoder
+            )
+        ),
     params:
         args=lambda wc: coral_wiring.train_args(config, wc.encoder),
     shell:
@@ -279,14 +268,7 @@ rule coral_llm4cs_retrieve:
         conda_env(models=[m for m in [coral_llm4cs_model(config)] if m])
     threads: config["threads"]["simulate"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=gpu_resources(coral_llm4cs_model(config))["gpu"] if CORAL["llm4cs"] else 0,
-        gpu_model=(
-            gpu_resources(coral_llm4cs_model(config)).get("gpu_model", "")
-            if CORAL["llm4cs"]
-            else ""
-        ),
+        **model_job(coral_llm4cs_model(config) if CORAL["llm4cs"] else {"gpu": 0}),
     params:
         args=lambda wc: coral_wiring.llm4cs_args(config, REGISTRY, CACHE, wc.llm4cs),
         retriever_params=lambda wc: jarg(config["retrievers"][wc.retriever]["params"]),
@@ -315,12 +297,11 @@ rule coral_sft:
         lambda wc: CONDA_ENVS[coral_wiring.training_job(config, "sft", wc.name)["env"]]
     threads: config["threads"]["simulate"]
     resources:
-        mem_mb=32000,
-        runtime=720,
-        gpu=lambda wc: coral_wiring.training_job(config, "sft", wc.name)["gpu"],
-        gpu_model=lambda wc: coral_wiring.training_job(config, "sft", wc.name)[
-            "gpu_model"
-        ],
+        **model_job(
+            lambda wc: coral_wiring.training_job(config, "sft", wc.name),
+            mem_mb=32000,
+            runtime=720,
+        ),
     params:
         args=lambda wc: coral_wiring.sft_args(config, wc.name, REGISTRY),
         passages=lambda wc, input: (
@@ -384,14 +365,7 @@ rule coral_answer:
         )
     threads: config["threads"]["simulate"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=lambda wc: gpu_resources(coral_wiring.registry_model(config, wc.model))[
-            "gpu"
-        ],
-        gpu_model=lambda wc: gpu_resources(
-            coral_wiring.registry_model(config, wc.model)
-        ).get("gpu_model", ""),
+        **model_job(lambda wc: coral_wiring.registry_model(config, wc.model)),
     params:
         args=lambda wc: coral_wiring.answer_args(
             config,
@@ -440,10 +414,7 @@ rule coral_evaluate:
         )
     threads: config["threads"]["simulate"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=coral_wiring.evaluate_gpu(config, gpu_resources)["gpu"],
-        gpu_model=coral_wiring.evaluate_gpu(config, gpu_resources).get("gpu_model", ""),
+        **model_job(coral_wiring.evaluate_gpu(config, gpu_resources)),
     params:
         args=coral_wiring.evaluate_args(config, REGISTRY, CACHE, PROMPTS),
     shell:

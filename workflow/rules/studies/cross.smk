@@ -21,7 +21,7 @@ rule cross:
         study_targets("cross"),
 
 
-rule cross_shard:
+use rule shard from templates as cross_shard with:
     input:
         questions=L.questions("{dataset}"),
         prompts=f"{PROMPTS}/shard.yaml",
@@ -35,23 +35,14 @@ rule cross_shard:
         dataset=alternatives(CROSS["multihop"] or ["-"]),
     conda:
         conda_env(models=[CROSS["sharding"]["model"]])
-    threads: config["threads"]["shard"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=gpu_resources(CROSS["sharding"]["model"])["gpu"],
-        gpu_model=gpu_resources(CROSS["sharding"]["model"]).get("gpu_model", ""),
+        **model_job(CROSS["sharding"]["model"]),
     params:
         settings=jarg(shard_settings(CROSS["sharding"])),
         model=CROSS["sharding"]["model"],
         source=lambda wc: corpus_source(config, wc.dataset),
         registry=REGISTRY,
         cache=CACHE,
-    shell:
-        "convrag shard --questions {input.questions} --prompts {input.prompts} --source {params.source}"
-        " --model {params.model} --registry {params.registry} --cache {params.cache}"
-        " --settings {params.settings} --out {output.shards} --report {output.report}"
-        " --accounting {output.accounting} --threads {threads} 2> {log}"
 
 
 rule cross_tasks:

@@ -47,7 +47,7 @@ rule lic_rag_reserve_questions:
         " --questions {input} --reserve {params.reserve} --reserve-out {output} 2> {log}"
 
 
-rule lic_rag_shard:
+use rule shard from templates as lic_rag_shard with:
     input:
         unpack(lambda wc: lic_wiring.shard_inputs(config, L, PROMPTS, wc.dataset)),
     output:
@@ -55,7 +55,8 @@ rule lic_rag_shard:
         shards=lic_paths.shards(L, "{dataset}", "shards.jsonl"),
         report=report(
             lic_paths.shards(L, "{dataset}", "shard_report.md"),
-            caption="../../report/shard_report.rst",
+            # relative to templates.smk, where `rule shard` is written (a `use rule` keeps its base)
+            caption="../report/shard_report.rst",
             category="lic_rag",
             subcategory="shards",
         ),
@@ -66,12 +67,8 @@ rule lic_rag_shard:
         dataset=alternatives(LIC["datasets"]),
     conda:
         conda_env(models=[LIC["sharding"]["model"]])
-    threads: config["threads"]["shard"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=gpu_resources(LIC["sharding"]["model"])["gpu"],
-        gpu_model=gpu_resources(LIC["sharding"]["model"]).get("gpu_model", ""),
+        **model_job(LIC["sharding"]["model"]),
     params:
         settings=jarg(lic_wiring.shard_settings(config)),
         model=LIC["sharding"]["model"],
@@ -79,11 +76,6 @@ rule lic_rag_shard:
         extra=lambda wc, input, output: lic_wiring.shard_extra_args(input, output),
         registry=REGISTRY,
         cache=CACHE,
-    shell:
-        "convrag shard --questions {input.questions} --prompts {input.prompts} --source {params.source}"
-        " --model {params.model} --registry {params.registry} --cache {params.cache}"
-        " --settings {params.settings} --out {output.shards} --report {output.report}"
-        " --accounting {output.accounting}{params.extra} --threads {threads} 2> {log}"
 
 
 rule lic_rag_export_shard_review:
@@ -156,10 +148,7 @@ rule lic_rag_simulate:
         )
     threads: config["threads"]["simulate"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=lambda wc: gpu_resources(wc.model)["gpu"],
-        gpu_model=lambda wc: gpu_resources(wc.model).get("gpu_model", ""),
+        **model_job(lambda wc: wc.model),
     params:
         settings=lambda wc: jarg(lic_wiring.simulate_settings(config, wc.model)),
         reasoning=lambda wc: lic_wiring.reasoning_arg(config, wc.model),

@@ -139,10 +139,7 @@ rule mtrag_un_answer:
         lambda wc: conda_env(models=[wc.model])
     threads: config["threads"]["simulate"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=lambda wc: gpu_resources(wc.model)["gpu"],
-        gpu_model=lambda wc: gpu_resources(wc.model).get("gpu_model", ""),
+        **model_job(lambda wc: wc.model),
     params:
         registry=REGISTRY,
         cache=CACHE,
@@ -212,10 +209,7 @@ rule mtrag_un_evaluate:
         conda_env(models=[MTRAG["evaluation"]["judge_model"]])
     threads: config["threads"]["simulate"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=gpu_resources(MTRAG["evaluation"]["judge_model"])["gpu"],
-        gpu_model=gpu_resources(MTRAG["evaluation"]["judge_model"]).get("gpu_model", ""),
+        **model_job(MTRAG["evaluation"]["judge_model"]),
     params:
         args=mtrag_wiring.evaluate_args(config, REGISTRY, CACHE, PROMPTS, L),
         corpus=lambda wc, input: f"--corpus {input.corpus}" if input.corpus else "",
@@ -239,10 +233,7 @@ rule mtrag_un_human_eval:
         conda_env(models=[MTRAG["evaluation"]["judge_model"]])
     threads: config["threads"]["simulate"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=gpu_resources(MTRAG["evaluation"]["judge_model"])["gpu"],
-        gpu_model=gpu_resources(MTRAG["evaluation"]["judge_model"]).get("gpu_model", ""),
+        **model_job(MTRAG["evaluation"]["judge_model"]),
     params:
         source=lambda wc, input: (
             " ".join(input.evaluations) or mtrag_wiring.human_source(config, from_repo)

@@ -230,10 +230,7 @@ rule worse_labels_read:
         lambda wc: conda_env(models=[wc.reader])
     threads: config["threads"]["simulate"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=lambda wc: gpu_resources(wc.reader)["gpu"],
-        gpu_model=lambda wc: gpu_resources(wc.reader).get("gpu_model", ""),
+        **model_job(lambda wc: wc.reader),
     params:
         sets=lambda wc: wl_wiring.read_sets(config, wc.slice),
         registry=REGISTRY,
@@ -263,10 +260,7 @@ rule worse_labels_label:
         lambda wc: conda_env(models=[wc.judge])
     threads: config["threads"]["simulate"]
     resources:
-        mem_mb=16000,
-        runtime=240,
-        gpu=lambda wc: gpu_resources(wc.judge)["gpu"],
-        gpu_model=lambda wc: gpu_resources(wc.judge).get("gpu_model", ""),
+        **model_job(lambda wc: wc.judge),
     params:
         sets=lambda wc: wl_wiring.label_sets(config, wc.slice),
         registry=REGISTRY,
@@ -385,10 +379,7 @@ if wl_wiring.human_benchmark(config):
             lambda wc: conda_env(models=[wc.judge])
         threads: config["threads"]["simulate"]
         resources:
-            mem_mb=16000,
-            runtime=240,
-            gpu=lambda wc: gpu_resources(wc.judge)["gpu"],
-            gpu_model=lambda wc: gpu_resources(wc.judge).get("gpu_model", ""),
+            **model_job(lambda wc: wc.judge),
         params:
             registry=REGISTRY,
             cache=CACHE,

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from convrag.errors import ConfigError, ModelError
-from convrag.llm.prefix_cache import PrefixStore, buffered_cache, padded_cache, row_kv
+from convrag.llm.prefix_cache import (PrefixStore, buffered_cache, merge_batches, mergeable, padded_cache,
+                                      row_kv)
 from convrag.llm.registry import ModelSpec
 from convrag.llm.types import Request, Response
 
@@ -30,6 +31,17 @@ log = logging.getLogger(__name__)
 
 TOP_CANDIDATES = 512  # candidate tokens per row for top-p (a full sort only when they do not suffice)
 MIN_SHARED_PREFIX = 16  # shortest common prompt prefix worth computing once per batch
+# Prefill planning (plan_groups): a forward pass costs about this many token positions on top of
+# its positions (weights read once per pass, per-layer overheads), and one pass computes at most
+# ``budget`` positions (rows x longest new part: the registry's max_num_batched_tokens), which
+# bounds its activations' memory.
+FORWARD_OVERHEAD = 48
+PREFILL_BUDGET = 8192
+# Label scoring (and first_token_logprobs) computes prompts 32 at a time, as it always has,
+# whatever the decode batch: its outputs are numbers (log-probabilities, kept by e.g.
+# worse_labels' p_answerable), and a pass's rows and padding change their last bits (about
+# 1e-5), while a generated text only changes where two tokens tie that closely.
+LABEL_ROWS = 32
 
 
 def shared_prefix_len(seqs: list[list[int]]) -> int:
@@ -43,19 +55,51 @@ def shared_prefix_len(seqs: list[list[int]]) -> int:
     return i if i >= MIN_SHARED_PREFIX else 0
 
 
+def plan_groups(lengths: list[int], budget: int = PREFILL_BUDGET, overhead: int = FORWARD_OVERHEAD) -> list[list[int]]:
+    """Rows to prefill together: indices into ``lengths`` (each row's new tokens, the part its
+    stored prefix does not cover), in groups of similar lengths, each group one forward pass.
+
+    Why: a pass over rows of unequal lengths left-pads every row to the longest, and the padded
+    positions cost as much as real ones (16% of the default run's computed prompt positions
+    before this). Splitting costs a pass each; the split here minimises
+    ``sum(rows x longest + overhead)`` over partitions of the rows sorted by length (exact, by
+    dynamic programming over contiguous runs), with ``rows x longest <= budget`` unless a row
+    alone exceeds it. Rows keep their sorted order, groups go shortest first."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    n = len(order)
+    best = [0.0] + [float("inf")] * n  # best[j]: cost of the first j sorted rows
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        longest = lengths[order[j - 1]]
+        for i in range(j - 1, -1, -1):
+            size = (j - i) * longest
+            if size > budget and j - i > 1:
+                break
+            cost = best[i] + size + overhead
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups, j = [], n
+    while j > 0:
+        groups.append(order[cut[j]:j])
+        j = cut[j]
+    return groups[::-1]
+
+
 def row_seed(seed: int, sample_index: int, step: int) -> int:
     """A 63-bit generator seed from (seed, sample_index, step); stable across processes."""
     digest = hashlib.sha256(f"{seed}:{sample_index}:{step}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
-def _sampling_step(torch, rows: list[Request], step: int, logits):
+def _sampling_step(torch, rows: list[Request], step, logits):
     """Next token of every row: per-row temperature + top-p, then per-row seeded Gumbel noise
     and argmax (the Gumbel-max trick = exact sampling from the softmax); temperature 0 is
     greedy. Vectorised over rows: one softmax and one ``topk`` of ``TOP_CANDIDATES`` tokens
     for the nucleus (a row whose candidates hold less than top_p of the mass is re-done with a
     full sort, so the kept set is exactly the full-sort one). Only the noise draw is per row,
-    from the row's own generator, so a row's token never depends on its batch."""
+    from the row's own generator, so a row's token never depends on its batch. ``step``: the
+    rows' common step, or one per row (rows admitted into a running batch are at other steps)."""
+    steps = [step] * len(rows) if isinstance(step, int) else list(step)
     out = logits.float().clone()
     sampled = [i for i, r in enumerate(rows) if r.sampling.temperature > 0.0]
     if sampled:
@@ -80,7 +124,7 @@ def _sampling_step(torch, rows: list[Request], step: int, logits):
         noise = torch.empty_like(x)
         for j, i in enumerate(sampled):
             r = rows[i]
-            gen = torch.Generator(device="cpu").manual_seed(row_seed(r.seed, r.sample_index, step))
+            gen = torch.Generator(device="cpu").manual_seed(row_seed(r.seed, r.sample_index, steps[i]))
             u = torch.rand(x.shape[-1], generator=gen, dtype=torch.float64).clamp(1e-300, 1.0 - 1e-16)
             noise[j] = (-torch.log(-torch.log(u))).to(dtype=x.dtype)
         out[idx] = x + noise.to(device=x.device)
@@ -137,6 +181,12 @@ class TransformersBackend:
         self.max_len = spec.max_model_len or getattr(self.model.config, "max_position_embeddings", None) or 4096
         self.prefill_tokens = 0  # prompt tokens actually computed (reused prefixes are not)
         self.prefill_seconds = 0.0  # time in prompt forward passes (the rest of generate is decoding)
+        self.prefill_positions = 0  # positions the prompt passes computed: prefill_tokens + left padding
+        self.decode_steps = 0  # decode forward passes (one new token for each row of the batch)
+        self.decode_rows = 0  # rows over all decode steps (/ decode_steps: the mean decode batch)
+        from transformers import DynamicCache
+        # whether batches can be joined (plain attention layers: prefix_cache.merge_batches)
+        self._can_merge = mergeable(buffered_cache(DynamicCache, self.model.config, room=0))
         self.prefix_store = PrefixStore(int(float(os.environ.get("CONVRAG_PREFIX_CACHE_MB", "2048")) * 2**20))
         self.prefix_reuse = os.environ.get("CONVRAG_PREFIX_REUSE", "1") != "0"
 
@@ -182,21 +232,40 @@ class TransformersBackend:
         return out  # type: ignore[return-value]
 
     def _generate(self, rows: list[Request]) -> list[Response]:
-        """Batched decoding with our own loop (not ``model.generate``): a row leaves the batch
-        (and its KV cache rows are dropped) as soon as it ends, so the batch never pays for
-        rows that are done; EOS, a stop string or the row's own max_tokens end a row. A row
-        that leaves has its prompt + reply KV remembered for the next call that extends it."""
+        """Batched decoding with our own loop (not ``model.generate``), continuous: at most
+        ``max_rows()`` rows decode together (registry ``max_num_seqs``, else ``batch_size``); a
+        row leaves the batch (and its KV cache rows are dropped) as soon as it ends, and waiting
+        rows join the running batch once a quarter of it is free (their prompts prefilled in
+        passes of similar length, then merged into the batch), so the decode steps of a call
+        larger than the batch stay full instead of tailing off per chunk. EOS, a stop string or
+        the row's own max_tokens end a row. A row that leaves has its prompt + reply KV
+        remembered for the next call that extends it. Every row samples with its own seed and
+        step (``_sampling_step``), so its text does not depend on which rows shared its steps."""
         torch = self.torch
         prompts = [self.prompt_ids(r, reserve=r.sampling.max_tokens) for r in rows]
         gen: list[list[int]] = [[] for _ in rows]
         reason: list[str | None] = [None] * len(rows)
-        active = list(range(len(rows)))
+        limit = self.max_rows()
+        waiting = list(range(len(rows)))  # admitted in request order (the engine sorts by prompt size)
+        active: list[int] = []
+        cache = mask = logits = None
         with torch.inference_mode():
-            cache, mask, logits = self._prefill(prompts, room=max(r.sampling.max_tokens for r in rows))
-            logits = logits[:, -1, :]
-            step = 0
-            while active:
-                nxt = _sampling_step(torch, [rows[i] for i in active], step, logits).tolist()
+            while waiting or active:
+                free = limit - len(active)
+                if waiting and (not active or (self._can_merge and free >= min(len(waiting), max(1, limit // 4)))):
+                    take, waiting = waiting[:free], waiting[free:]
+                    room = max(rows[i].sampling.max_tokens for i in take + active)
+                    batches = [(cache, mask, logits, active)] if active else []
+                    for idx, (c, m, lg) in self._prefill_groups([prompts[i] for i in take], room=room):
+                        batches.append((c, m, lg[:, -1, :], [take[j] for j in idx]))
+                    if len(batches) > 1:
+                        cache, mask = merge_batches(type(batches[0][0]), self.model.config,
+                                                    [(c, m) for c, m, _, _ in batches], room=room)
+                    else:
+                        cache, mask = batches[0][:2]
+                    logits = torch.cat([lg for _, _, lg, _ in batches])
+                    active = [i for *_, a in batches for i in a]
+                nxt = _sampling_step(torch, [rows[i] for i in active], [len(gen[i]) for i in active], logits).tolist()
                 keep = []
                 for j, (i, tok) in enumerate(zip(active, nxt)):
                     r = rows[i]
@@ -214,7 +283,8 @@ class TransformersBackend:
                     if reason[i] is not None:
                         self._remember(cache, mask, j, prompts[i] + gen[i][:-1])
                 if not keep:
-                    break
+                    active, cache, mask, logits = [], None, None, None
+                    continue
                 if len(keep) < len(active):
                     sel = torch.tensor(keep, device=mask.device)
                     cache.batch_select_indices(sel)
@@ -222,7 +292,8 @@ class TransformersBackend:
                     nxt = [nxt[j] for j in keep]
                     active = [active[j] for j in keep]
                 mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=mask.device)], dim=1)
-                step += 1
+                self.decode_steps += 1
+                self.decode_rows += len(active)
                 logits = self.model(input_ids=torch.tensor(nxt, device=mask.device).unsqueeze(1), attention_mask=mask,
                                     position_ids=(mask.sum(-1, keepdim=True) - 1), use_cache=True,
                                     **{self.cache_kw: cache}).logits[:, -1, :]
@@ -244,22 +315,49 @@ class TransformersBackend:
         """Turn prompt-prefix reuse on or off (every token computed); the store is kept."""
         self.prefix_reuse = bool(on)
 
+    def max_rows(self) -> int:
+        """Rows that decode (or are scored) together: the registry's ``max_num_seqs``, else its
+        ``batch_size`` (requests per call, the engine's unit). A call larger than this keeps its
+        decode batch full by admitting rows as others end."""
+        return max(1, int(self.spec.max_num_seqs or self.spec.batch_size))
+
     def _prefill(self, seqs: list[list[int]], min_new: int = 1, keep: int = 1, room: int = 0):
         """One forward pass over the batch's prompts; returns (cache, mask, logits of the last
         ``keep`` positions). Each row starts from the longest stored prefix of its sequence
         (leaving at least ``min_new`` tokens to compute); a common prefix of the batch that no
         entry covers is computed once and stored first. Layout: [pads][reused][pads][new].
         The cache's buffers hold ``room`` more positions, for the decode steps to write in place."""
+        return self._prefill_parts(seqs, self._lookup(seqs, min_new), keep=keep, room=room)
+
+    def _prefill_groups(self, seqs: list[list[int]], min_new: int = 1, keep: int = 1, room: int = 0):
+        """The prompts ``seqs`` in forward passes of similar new lengths (``plan_groups``, at most
+        the registry's ``max_num_batched_tokens`` positions each), after the same prefix lookup as
+        ``_prefill``: yields ``(indices into seqs, (cache, mask, logits))``. One padded pass (as
+        ``_prefill``) when that key is unset or the model's cache layers cannot be joined."""
+        parts = self._lookup(seqs, min_new)
+        budget = self.spec.max_num_batched_tokens
+        if not (self._can_merge and budget):
+            yield list(range(len(seqs))), self._prefill_parts(seqs, parts, keep=keep, room=room)
+            return
+        for g in plan_groups([len(s) - n for s, (_, n) in zip(seqs, parts)], budget=budget):  # one pass at a time
+            yield g, self._prefill_parts([seqs[i] for i in g], [parts[i] for i in g], keep=keep, room=room)
+
+    def _lookup(self, seqs: list[list[int]], min_new: int = 1) -> list:
+        """Each row's longest stored prefix ``(entry, length)``, leaving ``min_new`` tokens to
+        compute; a common prefix of the rows that no entry covers is computed and stored first."""
+        store = self.prefix_store if self.prefix_reuse else None
+        if store is None:
+            return [(None, 0)] * len(seqs)
+        shared = shared_prefix_len(seqs)
+        if shared and store.lookup(seqs[0][:shared], shared)[1] < shared:
+            self._remember(*self._prefill([seqs[0][:shared]])[:2], 0, seqs[0][:shared])
+        return [store.lookup(s, len(s) - min_new) for s in seqs]
+
+    def _prefill_parts(self, seqs: list[list[int]], parts: list, keep: int = 1, room: int = 0):
+        """The forward pass of ``_prefill`` for rows whose reused prefixes ``parts`` are known."""
         torch = self.torch
         from transformers import DynamicCache
 
-        store = self.prefix_store if self.prefix_reuse else None
-        parts: list = [(None, 0)] * len(seqs)
-        if store is not None:
-            shared = shared_prefix_len(seqs)
-            if shared and store.lookup(seqs[0][:shared], shared)[1] < shared:
-                self._remember(*self._prefill([seqs[0][:shared]])[:2], 0, seqs[0][:shared])
-            parts = [store.lookup(s, len(s) - min_new) for s in seqs]
         t0 = time.perf_counter()  # (a shared prefix computed above counted its own time)
         width = max(n for _, n in parts)
         new = [s[n:] for s, (_, n) in zip(seqs, parts)]
@@ -277,6 +375,7 @@ class TransformersBackend:
             raise ModelError(f"{self.spec.name}: the KV cache holds {cache.get_seq_length()} positions "
                              f"after a prompt of {mask.shape[1]}; decoding would ignore the prompt")
         self.prefill_tokens += sum(len(x) for x in new)
+        self.prefill_positions += ids.shape[0] * ids.shape[1]
         self.prefill_seconds += time.perf_counter() - t0
         return cache, mask, logits
 
@@ -298,8 +397,8 @@ class TransformersBackend:
         torch = self.torch
         out = []
         with torch.inference_mode():
-            for c in range(0, len(rows), self.spec.batch_size):
-                part = [self.prompt_ids(r, reserve=1) for r in rows[c:c + self.spec.batch_size]]
+            for c in range(0, len(rows), LABEL_ROWS):
+                part = [self.prompt_ids(r, reserve=1) for r in rows[c:c + LABEL_ROWS]]
                 _, _, logits = self._prefill(part)
                 logp = torch.log_softmax(logits[:, -1].float(), dim=-1)
                 top = torch.topk(logp, k=min(k, logp.shape[-1]), dim=-1)
@@ -310,7 +409,12 @@ class TransformersBackend:
 
     def _score_labels(self, rows: list[Request]) -> list[Response]:
         """log p(label | prompt) summed over label tokens. With prefix reuse each prompt is
-        computed once (stored), then every (prompt, label) pair costs only its label tokens."""
+        computed once (stored), then every (prompt, label) pair costs only its label tokens.
+        Rows go in blocks of ``LABEL_ROWS`` (prompts, then their pairs), the passes a call of
+        that many requests always had, so a larger call scores every row as before."""
+        if len(rows) > LABEL_ROWS:
+            return [resp for c in range(0, len(rows), LABEL_ROWS)
+                    for resp in self._score_labels(rows[c:c + LABEL_ROWS])]
         torch = self.torch
         pairs = []  # (row, label, prompt_ids, label_ids)
         prompts = []
@@ -321,11 +425,11 @@ class TransformersBackend:
             prompts.append(p)
             pairs += [(ri, lab, p, label_ids[lab]) for lab in r.labels]
         scores: list[dict[str, float]] = [{} for _ in rows]
-        chunk = max(self.spec.batch_size, 16)
+        chunk = LABEL_ROWS
         with torch.inference_mode():
             if self.prefix_reuse:
-                for c in range(0, len(prompts), self.spec.batch_size):
-                    part = prompts[c:c + self.spec.batch_size]
+                for c in range(0, len(prompts), LABEL_ROWS):
+                    part = prompts[c:c + LABEL_ROWS]
                     cache, mask, _ = self._prefill(part)
                     for b, p in enumerate(part):
                         self._remember(cache, mask, b, p)

@@ -17,19 +17,18 @@ and flows), ``contextualise`` (the LLM steps), ``generate`` (answers), ``evaluat
 
 from __future__ import annotations
 
+from convrag.errors import ConfigError
+from convrag.rag.policies import POLICIES
+from convrag.schema import check_names, unknown_name
 from convrag.studies.base import Study
 
 
 class Coral(Study):
     key = "coral"
     title = "CORAL: Benchmarking Multi-turn Conversational Retrieval-Augmented Generation"
-    version = "1"
 
     def check(self, config, registry, source):
-        from convrag.schema import check_names, unknown_name
-        from convrag.errors import ConfigError
         from convrag.metrics.registry import check_metric_names
-        from convrag.rag.policies import POLICIES
         from convrag.studies.coral.wiring import compare_model as compare_model_of
 
         c = config["coral"]
@@ -163,11 +162,6 @@ class Coral(Study):
                 raise ConfigError(f"{source}: coral.generation.history_sweep.m: {max(sw['m'])} earlier turns cannot "
                                   f"precede turn {sw['turn']} (at most {sw['turn'] - 1})")
 
-    def targets(self):
-        from convrag.studies.coral.targets import TARGETS
-
-        return TARGETS
-
     def artifacts(self, config, layout):
         from convrag.data.gold import gold_files
         from convrag.report.reproduction import reproduction_artifacts
@@ -269,37 +263,6 @@ class Coral(Study):
         built = [paths.tasks(layout, source(config), "accounting.json")] if constructed(config) else []
         return (built + run_files(config, layout, "accounting.json") + answer_files(config, layout, "accounting.json")
                 + evaluation_files(config, layout, "accounting.json"))
-
-    def plan(self, config):
-        from convrag.studies.coral.plan import model_jobs
-
-        return model_jobs(config)
-
-    def estimate(self, config, measured, throughput):
-        from convrag.studies.coral.estimate import estimate
-
-        return estimate(config, measured, throughput)
-
-    def rehearsal_inputs(self, config, folder, questions=4, runs=2, seed=0):
-        """Synthetic score files at the paper grid's shape (coral.rehearsal)."""
-        from pathlib import Path
-
-        from convrag.studies.coral.rehearsal import rehearsal_inputs
-
-        return rehearsal_inputs(config, Path(folder), questions, runs, seed)
-
-    def calibrated_rehearsal_inputs(self, config, folder, targets, questions=4, runs=2, seed=0):
-        """The same files with each published number drawn at its target (coral.rehearsal)."""
-        from pathlib import Path
-
-        from convrag.studies.coral.rehearsal import calibrated_rehearsal_inputs
-
-        return calibrated_rehearsal_inputs(config, Path(folder), targets, questions, runs, seed)
-
-    def add_cli(self, sub):
-        from convrag.studies.coral.cli import add_cli
-
-        add_cli(sub)
 
 
 STUDY = Coral()

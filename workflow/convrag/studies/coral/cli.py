@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from convrag.cliargs import fill_help, json_arg, set_threads
+from convrag.cliargs import fill_help, json_arg, sampling_arg, set_threads
 
 
 def cmd_pages(a):
@@ -32,7 +32,7 @@ def cmd_contextualise(a):
 
     with Job(a.registry, a.cache, a.threads) as job:
         pages = read_jsonl(a.pages)
-        sampling = Sampling(temperature=a.temperature, top_p=a.top_p, max_tokens=a.max_tokens, stop=("\n",))
+        sampling = Sampling.from_config({"stop": ["\n"], **a.sampling})  # one line per question
         engine = job.engine(a.model, role="contextualiser")
         tasks, report = build_conversations(read_trees(pages), read_jsonl(a.flows), engine, load_prompts(a.prompts),
                                             ref_to_doc={p["page_id"]: p["refs"] for p in pages},
@@ -226,7 +226,7 @@ def cmd_llm4cs_retrieve(a):
 
     with Job(a.registry, a.cache, a.threads) as job:
         tasks, retriever = _dense_tasks(a)
-        sampling = Sampling(temperature=a.temperature, top_p=a.top_p, max_tokens=a.max_tokens, stop=("\n",))
+        sampling = Sampling.from_config({"stop": ["\n"], **a.sampling})  # one line per rewrite
         engine = job.engine(a.model, role="rewriter")
         with open(a.prompts, encoding="utf-8") as fh:
             prompts = yaml.safe_load(fh)
@@ -313,9 +313,7 @@ def add_cli(sub) -> None:
     s.set_defaults(fn=cmd_contextualise)
     for k in ("pages", "flows", "prompts", "model", "registry", "cache", "out", "accounting", "report"):
         s.add_argument(f"--{k}", required=True)
-    s.add_argument("--max-tokens", type=int, default=64)
-    s.add_argument("--temperature", type=float, default=0.7)
-    s.add_argument("--top-p", type=float, default=1.0)
+    sampling_arg(s, required=True, help="JSON {temperature, top_p, max_tokens} (coral.contextualise's; one line each)")
     s.add_argument("--tries", type=int, default=5)
     s.add_argument("--cleaning", type=json_arg, default=None,
                    help='JSON {"min_words", "max_non_english", "min_recall"}: the §3.1 filters (needs --corpus)')
@@ -329,7 +327,7 @@ def add_cli(sub) -> None:
               "report", "accounting"):
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--top-k", type=int, default=5)
-    s.add_argument("--sampling", type=json_arg, default={}, help="JSON {temperature, top_p, max_tokens}")
+    sampling_arg(s)
     s.add_argument("--max-history-turns", type=int, default=None)
     s.add_argument("--at-turn", type=int, default=None, help="answer only this turn (1-based; Figure 4)")
     s.add_argument("--conversations", type=int, default=50, help="with --at-turn: a seeded random sample of n of the "
@@ -414,8 +412,6 @@ def add_cli(sub) -> None:
     s.add_argument("--prompting", choices=("rew", "rtr", "rar"), default="rew")
     s.add_argument("--aggregation", choices=("maxprob", "sc", "mean"), default="mean")
     s.add_argument("--llm4cs-prompts", default=None, help="RTR's response and RAR's prompts (rtr, rar)")
-    s.add_argument("--temperature", type=float, default=0.7)
-    s.add_argument("--top-p", type=float, default=1.0)
-    s.add_argument("--max-tokens", type=int, default=64)
+    sampling_arg(s, required=True, help="JSON {temperature, top_p, max_tokens} (coral.llm4cs's, per rewrite)")
     s.add_argument("--seed", type=int, default=0)
     fill_help(sub, HELP)

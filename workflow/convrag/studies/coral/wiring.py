@@ -29,11 +29,16 @@ def flows_args(config: dict) -> str:
             f"--long-share {w['long_share']} --seed {w['seed']}")
 
 
+def sampling_arg(block: dict) -> str:
+    """A block's decoding settings as ``--sampling`` (one shell-quoted JSON argument)."""
+    return json.dumps(json.dumps({k: block[k] for k in ("temperature", "top_p", "max_tokens")}, sort_keys=True))
+
+
 def contextualise_args(config: dict, registry: str, cache: str) -> str:
     x = config["coral"]["contextualise"]
     cleaning = config["coral"]["world"].get("cleaning")
-    return (f"--model {x['model']} --registry {registry} --cache {cache} --max-tokens {x['max_tokens']} "
-            f"--temperature {x['temperature']} --top-p {x['top_p']} --tries {x['tries']} "
+    return (f"--model {x['model']} --registry {registry} --cache {cache} --sampling {sampling_arg(x)} "
+            f"--tries {x['tries']} "
             f"--seed {config['coral']['world']['seed']}"
             + (f" --cleaning {json.dumps(json.dumps(cleaning, sort_keys=True))}" if cleaning else ""))
 
@@ -147,8 +152,7 @@ def llm4cs_args(config: dict, registry: str, cache: str, policy: str = "llm4cs")
     prompting, aggregation = llm4cs_variant(policy)
     return (f"--model {llm4cs_model(config)} --registry {registry} --cache {cache} --n {x['n']} "
             f"--prompting {prompting} --aggregation {aggregation} "
-            f"--temperature {x['temperature']} --top-p {x['top_p']} --max-tokens {x['max_tokens']} "
-            f"--recall-k {config['coral']['retrieval_k']} --domain {domain(config)}")
+            f"--sampling {sampling_arg(x)} --recall-k {config['coral']['retrieval_k']} --domain {domain(config)}")
 
 
 def training_job(config: dict, block: str, name: str | None) -> dict:

@@ -17,21 +17,20 @@ delivery), ``score``, ``targets``, ``cli`` (``convrag cross ...``).
 
 from __future__ import annotations
 
+from convrag.errors import ConfigError
+from convrag.rag.policies import POLICIES
+from convrag.schema import check_names, unknown_name
 from convrag.studies.base import Study
 
 
 class Cross(Study):
     key = "cross"
     title = "One grid across benchmarks: delivery, retrievers, readers, query policies, labels"
-    version = "1"
 
     def check(self, config, registry, source):
-        from convrag.schema import check_names, unknown_name
-        from convrag.errors import ConfigError
         import convrag.metrics.citation  # noqa: F401  (registers bleu1)
         import convrag.metrics.text  # noqa: F401  (registers rougeL)
         from convrag.metrics.registry import check_metric_names
-        from convrag.rag.policies import POLICIES
 
         c = config["cross"]
         both = sorted(set(c["benchmarks"]) & set(c["multihop"]))
@@ -66,11 +65,6 @@ class Cross(Study):
             raise ConfigError(f"{source}: invalid config key 'cross.recall_k': {c['recall_k']} < top_k {c['top_k']}")
         if c["heatmap_delivery"] not in c["delivery"]:
             raise unknown_name(source, "cross.heatmap_delivery", c["heatmap_delivery"], c["delivery"])
-
-    def targets(self):
-        from convrag.studies.cross.targets import TARGETS
-
-        return TARGETS
 
     def artifacts(self, config, layout):
         from convrag.data.gold import gold_files
@@ -120,21 +114,6 @@ class Cross(Study):
         # a paper grid's 1,400 answer files would not fit in one command-line argument)
         return ([paths.shards(layout, d, "accounting.json") for d in shard_benchmarks(config)]
                 + [paths.scores(layout, b, "accounting.json") for b in benchmarks(config)])
-
-    def plan(self, config):
-        from convrag.studies.cross.plan import model_jobs
-
-        return model_jobs(config)
-
-    def estimate(self, config, measured, throughput):
-        from convrag.studies.cross.estimate import estimate
-
-        return estimate(config, measured, throughput)
-
-    def add_cli(self, sub):
-        from convrag.studies.cross.cli import add_cli
-
-        add_cli(sub)
 
 
 STUDY = Cross()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from convrag.cliargs import fill_help, json_arg
+from convrag.cliargs import fill_help, json_arg, sampling_arg
 
 
 def cmd_tasks(a):
@@ -182,7 +182,7 @@ def add_cli(sub) -> None:
     s.add_argument("--rewrite-model", default=None)
     s.add_argument("--rewrite-prompts", default=None)
     s.add_argument("--rewrite-max-tokens", type=int, default=64)
-    s.add_argument("--sampling", type=json_arg, required=True)
+    sampling_arg(s, required=True)
     s.add_argument("--top-k", type=int, required=True)
     s.add_argument("--recall-k", type=int, required=True)
     s.add_argument("--seed", type=int, default=0)

@@ -83,8 +83,9 @@ def judged_by(df: pd.DataFrame, judges: dict) -> pd.DataFrame:
 def plot_heatmaps(df: pd.DataFrame, stem) -> None:
     """One panel per metric, three to a row; a [0, 1] colour scale when the metric's values lie in
     it. A metric judged by a model under ``runnote.TINY_B`` billion parameters gets an orange frame
-    and title, and the figure a warning band naming the judge."""
-    from convrag.report.figures import _figure, empty_figure, save_figure
+    and title, and the figure a warning band naming the judge (drawn as a report target, the
+    run's band names every stand-in instead: figures.stand_in_warning)."""
+    from convrag.report.figures import _figure, active_stand_ins, empty_figure, save_figure
     from convrag.report.runnote import TINY_B
 
     if df.empty:
@@ -120,7 +121,7 @@ def plot_heatmaps(df: pd.DataFrame, stem) -> None:
             for side in ax.spines.values():
                 side.set(edgecolor="darkorange", linewidth=2.5)
         fig.colorbar(im, ax=ax, shrink=0.8)
-    if tiny:
+    if tiny and not active_stand_ins():  # else the run's band under the panels names every stand-in
         judges = sorted({f"{name} ({b:g}B parameters)" for name, b in tiny.values()})
         fig.suptitle(f"Warning: {', '.join(tiny)} {'is' if len(tiny) == 1 else 'are'} judged by "
                      f"{', '.join(judges)}, a tiny stand-in (under {TINY_B:g}B): a check that the pipeline runs, "

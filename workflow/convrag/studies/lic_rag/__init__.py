@@ -10,6 +10,8 @@ conversation runner), ``labels`` (in-job classifier and judge), ``score``, ``ana
 
 from __future__ import annotations
 
+from convrag.errors import ConfigError
+from convrag.schema import check_names, unknown_name
 from convrag.studies.base import Study
 
 
@@ -38,11 +40,8 @@ def _check_prompt_file(role: str, path: str, steps: int, source: str) -> None:
 class LicRag(Study):
     key = "lic_rag"
     title = "Lost in Conversation or Lost in Translation? Diagnosing Multi-Turn Degradation in RAG"
-    version = "1"
 
     def check(self, config, registry, source):
-        from convrag.schema import check_names, unknown_name
-        from convrag.errors import ConfigError
 
         lic = config["lic_rag"]
         check_names(source, "lic_rag.datasets", lic["datasets"], config["datasets"])
@@ -77,11 +76,6 @@ class LicRag(Study):
         for d in lic["sharding"]["reviews"]:
             if d not in lic["datasets"]:
                 raise unknown_name(source, f"lic_rag.sharding.reviews.{d}", d, lic["datasets"])
-
-    def targets(self):
-        from convrag.studies.lic_rag.targets import TARGETS
-
-        return TARGETS
 
     def artifacts(self, config, layout):
         from convrag.report.reproduction import reproduction_artifacts
@@ -135,21 +129,6 @@ class LicRag(Study):
                 "recall_k (passages recorded for Recall@k)": lic["recall_k"], "runs per question": lic["runs"],
                 **super().run_settings(config)}
 
-    def rehearsal_inputs(self, config, folder, questions=4, runs=2, seed=0):
-        from pathlib import Path
-
-        from convrag.studies.lic_rag.rehearsal import rehearsal_inputs
-
-        return rehearsal_inputs(config, Path(folder), questions, runs, seed)
-
-    def calibrated_rehearsal_inputs(self, config, folder, targets, questions=4, runs=2, seed=0):
-        """The same files with each published number drawn at its target (lic_rag.rehearsal)."""
-        from pathlib import Path
-
-        from convrag.studies.lic_rag.rehearsal import calibrated_rehearsal_inputs
-
-        return calibrated_rehearsal_inputs(config, Path(folder), targets, questions, runs, seed)
-
     def outputs(self, config, layout):
         # Conversations are targets too: deleting one makes Snakemake redo that job (from the
         # LLM cache) and everything downstream of it, not silently keep stale tables.
@@ -168,21 +147,6 @@ class LicRag(Study):
 
         return [paths.job_accounting(layout, j["dataset"], j["model"], j["retriever"], j["chunk"])
                 for j in simulate_jobs(config)]
-
-    def plan(self, config):
-        from convrag.studies.lic_rag.plan import simulate_jobs
-
-        return simulate_jobs(config)
-
-    def estimate(self, config, measured, throughput):
-        from convrag.studies.lic_rag.estimate import estimate
-
-        return estimate(config, measured, throughput)
-
-    def add_cli(self, sub):
-        from convrag.studies.lic_rag.cli import add_cli
-
-        add_cli(sub)
 
 
 STUDY = LicRag()

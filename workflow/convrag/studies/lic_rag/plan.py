@@ -110,6 +110,9 @@ def simulate_jobs(config: dict) -> list[dict]:
     ]
 
 
+model_jobs = simulate_jobs  # Study.plan's conventional name (convrag.studies.base.Study.HOOKS)
+
+
 def simulate_cells(config: dict) -> list[dict]:
     """Every (dataset, model, retriever, condition, policy, chunk) cell: one conversation file each."""
     return [

@@ -15,18 +15,18 @@ correlation), ``corrected`` (judge-corrected PPI means), ``analyses``, ``targets
 
 from __future__ import annotations
 
+from convrag.errors import ConfigError
+from convrag.rag.policies import POLICIES
+from convrag.schema import check_names, unknown_name
 from convrag.studies.base import Study
 
 
 class MtragUn(Study):
     key = "mtrag_un"
     title = "MTRAG-UN: A Benchmark for Open Challenges in Multi-Turn RAG Conversations"
-    version = "1"
 
     def check(self, config, registry, source):
-        from convrag.schema import check_names, unknown_name
         from convrag.metrics.registry import check_metric_names
-        from convrag.rag.policies import POLICIES
 
         m = config["mtrag_un"]
         if m["benchmark"] not in config["benchmarks"]:
@@ -35,16 +35,12 @@ class MtragUn(Study):
         check_names(source, "mtrag_un.statistics_benchmarks", m["statistics_benchmarks"], config["benchmarks"])
         if m["benchmark"] in m["statistics_benchmarks"] or len(set(m["statistics_benchmarks"])) < len(
                 m["statistics_benchmarks"]):
-            from convrag.errors import ConfigError
-
             raise ConfigError(f"{source}: invalid config key 'mtrag_un.statistics_benchmarks': each benchmark once, "
                               f"and not the study's own '{m['benchmark']}' (its rows are always there)")
         check_names(source, "mtrag_un.policies", m["policies"], POLICIES)
         check_metric_names(m["measures"], "mtrag_un.measures", kind="retrieval")
         mr = m["mtrag_retrieval"]
         if mr["benchmark"] is not None:
-            from convrag.errors import ConfigError
-
             if mr["benchmark"] not in config["benchmarks"]:
                 raise unknown_name(source, "mtrag_un.mtrag_retrieval.benchmark", mr["benchmark"], config["benchmarks"])
             if config["benchmarks"][mr["benchmark"]]["kind"] != "mtrag_retrieval":
@@ -57,7 +53,6 @@ class MtragUn(Study):
         g, e = m["generation"], m["evaluation"]
         check_names(source, "mtrag_un.generation.models", g["models"], registry)
         if g["models"]:
-            from convrag.errors import ConfigError
             from convrag.studies.mtrag_un.evaluate import bertscore_config
 
             if g["rag"]["retriever"] is not None and g["rag"]["retriever"] not in m["retrievers"]:
@@ -74,11 +69,6 @@ class MtragUn(Study):
                 bertscore_config(e["bertscore"])
             except ConfigError as err:
                 raise ConfigError(f"{source}: {err}") from None
-
-    def targets(self):
-        from convrag.studies.mtrag_un.targets import TARGETS
-
-        return TARGETS
 
     def artifacts(self, config, layout):
         from convrag.report.reproduction import reproduction_artifacts
@@ -99,21 +89,6 @@ class MtragUn(Study):
                 "statistics_tasks": [layout.benchmark_tasks(s) for s in m["statistics_benchmarks"]],
                 **mtrag_retrieval_artifacts(config, layout)}
         return {**arts, **reproduction_artifacts(self, layout, arts)}
-
-    def rehearsal_inputs(self, config, folder, questions=4, runs=2, seed=0):
-        from pathlib import Path
-
-        from convrag.studies.mtrag_un.rehearsal import rehearsal_inputs
-
-        return rehearsal_inputs(config, Path(folder), questions, runs, seed)
-
-    def calibrated_rehearsal_inputs(self, config, folder, targets, questions=4, runs=2, seed=0):
-        """The same files with each published number drawn at its target (mtrag_un.rehearsal)."""
-        from pathlib import Path
-
-        from convrag.studies.mtrag_un.rehearsal import calibrated_rehearsal_inputs
-
-        return calibrated_rehearsal_inputs(config, Path(folder), targets, questions, runs, seed)
 
     def hub_models(self, config):
         """BERTScore's model (the paper's DeBERTa-xlarge-MNLI in the paper setting)."""
@@ -184,21 +159,6 @@ class MtragUn(Study):
                 + run_files(config, layout, "accounting.json", mtrag_retrieval_jobs(config))
                 + answer_accounting_files(config, layout)
                 + evaluation_files(config, layout, "accounting.json") + human)
-
-    def plan(self, config):
-        from convrag.studies.mtrag_un.plan import model_jobs
-
-        return model_jobs(config)
-
-    def estimate(self, config, measured, throughput):
-        from convrag.studies.mtrag_un.estimate import estimate
-
-        return estimate(config, measured, throughput)
-
-    def add_cli(self, sub):
-        from convrag.studies.mtrag_un.cli import add_cli
-
-        add_cli(sub)
 
 
 STUDY = MtragUn()

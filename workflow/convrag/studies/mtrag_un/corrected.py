@@ -151,6 +151,9 @@ def _cell(d: pd.DataFrame, base: dict, z: float, alpha: float, tuned: bool, name
            "baseline": names[1] if diff else None, "n_no_judge": n_no_judge, "reason": None,
            **_human_all(y_all.astype(float), z)}
     try:
+        unjudged = [n for n in names if not (d["system"] == n).any()]
+        if unjudged:  # ppi_table has no row for it (a small human-evaluation file, every item of a system unjudged)
+            raise DataError(f"no item of {' and '.join(unjudged)} has a judge score")
         t = ppi_table(d[["system", "task_id", "judge", "human"]], "system", "judge", "human", "task_id",
                       pairs=[tuple(names)] if diff else None, alpha=alpha, tuned=tuned)
         row.update(t.iloc[-1].to_dict())

@@ -144,9 +144,9 @@ TARGETS = {t.name: t for t in [
            inputs=("tasks", "corpora")),
     Target("benchmark_statistics", "table", _benchmark_statistics, inputs=("tasks", "statistics_tasks")),
     Target("figure2_task_distribution", "figure", lambda i, c: A.task_distribution(_tasks(i)), _fig_distribution,
-           inputs=("tasks",)),
+           inputs=("tasks",), model_free=True),  # the benchmark's own labels: no model's numbers
     Target("figure4_turn_distribution", "figure", lambda i, c: A.turn_distribution(_tasks(i)), _fig_turns,
-           inputs=("tasks",)),
+           inputs=("tasks",), model_free=True),
     Target("table2_retrieval", "table", lambda i, c: A.retrieval_table(_scores(i)), inputs=("gold", "retrieval")),
     Target("table3_standalone", "table", lambda i, c: A.standalone_table(_scores(i), c["standalone_measure"]),
            inputs=("gold", "retrieval")),

@@ -20,13 +20,13 @@ analyses), ``corrected`` (judge-corrected shares), ``targets``, ``cli`` (``convr
 
 from __future__ import annotations
 
+from convrag.errors import ConfigError
+from convrag.schema import check_names, unknown_name
 from convrag.studies.base import Study
 
 
 def _check_acyclic(ladder: dict, where: str) -> None:
     """A fuse rung may not reach itself through the rungs it fuses."""
-    from convrag.errors import ConfigError
-
     def visit(n, path):
         if n in path:
             raise ConfigError(f"{where}: fuse rungs form a cycle: {' -> '.join([*path, n])}")
@@ -40,8 +40,6 @@ def _check_acyclic(ladder: dict, where: str) -> None:
 def _answer_judges(raw, where: str) -> list[dict]:
     """``judges.answer`` as a list of ``{model, max_tokens}``: a single mapping is one judge (none
     when its model is null), a list is every judge in order (the first is Table 2's). Idempotent."""
-    from convrag.errors import ConfigError
-
     items = [raw] if isinstance(raw, dict) else list(raw)
     out = []
     for i, a in enumerate(items):
@@ -61,11 +59,8 @@ class WorseLabels(Study):
     key = "worse_labels"
     title = ("Better Retrievers, Worse Labels: How Incomplete Relevance Judgments Distort Abstention "
              "Evaluation in Conversational RAG")
-    version = "1"
 
     def check(self, config, registry, source):
-        from convrag.schema import check_names, unknown_name
-        from convrag.errors import ConfigError
         from convrag.metrics.registry import check_metric_names
 
         w = config["worse_labels"]
@@ -119,6 +114,10 @@ class WorseLabels(Study):
                 for k in need:
                     if k not in r:
                         raise ConfigError(f"{source}: {rk}: a rung of kind {r['kind']} needs '{k}'")
+                if r["kind"] == "query":
+                    from convrag.studies.worse_labels.retrieve import check_query
+
+                    check_query(r["query"], f"{source}: {rk}.query")
                 if "retriever" in r and r["retriever"] not in config["retrievers"]:
                     raise unknown_name(source, f"{rk}.retriever", r["retriever"], config["retrievers"])
                 if r["kind"] == "expansion" and "model" in r and r["model"] not in registry:
@@ -176,11 +175,6 @@ class WorseLabels(Study):
                 if st["set"] not in known:
                     raise unknown_name(source, f"{key}.judges.audit.strata[{i}].set", st["set"], known)
 
-    def targets(self):
-        from convrag.studies.worse_labels.targets import TARGETS
-
-        return TARGETS
-
     def artifacts(self, config, layout):
         from convrag.report.reproduction import reproduction_artifacts
         from convrag.studies.worse_labels import wiring
@@ -220,36 +214,6 @@ class WorseLabels(Study):
         from convrag.studies.worse_labels import wiring
 
         return wiring.accounting_files(config, layout)
-
-    def rehearsal_inputs(self, config, folder, questions=4, runs=2, seed=0):
-        from pathlib import Path
-
-        from convrag.studies.worse_labels.rehearsal import rehearsal_inputs
-
-        return rehearsal_inputs(config, Path(folder), questions, runs, seed)
-
-    def calibrated_rehearsal_inputs(self, config, folder, targets, questions=4, runs=2, seed=0):
-        """The same files with each drivable published number drawn at its target (worse_labels.rehearsal)."""
-        from pathlib import Path
-
-        from convrag.studies.worse_labels.rehearsal import calibrated_rehearsal_inputs
-
-        return calibrated_rehearsal_inputs(config, Path(folder), targets, questions, runs, seed)
-
-    def plan(self, config):
-        from convrag.studies.worse_labels.plan import model_jobs
-
-        return model_jobs(config)
-
-    def estimate(self, config, measured, throughput):
-        from convrag.studies.worse_labels.estimate import estimate
-
-        return estimate(config, measured, throughput)
-
-    def add_cli(self, sub):
-        from convrag.studies.worse_labels.cli import add_cli
-
-        add_cli(sub)
 
 
 STUDY = WorseLabels()

@@ -23,11 +23,11 @@ def cmd_retrieve(a):
     """A query rung: one query per turn (its mode), one batched search."""
     from convrag.rag.jobs import Job
     from convrag.rag.retrieve import write_run
-    from convrag.studies.worse_labels.retrieve import query_text, search
+    from convrag.studies.worse_labels.retrieve import query_texts, search
 
     with Job(threads=a.threads) as job:
         tasks = _tasks(a.tasks, a.domain, a.answerability)
-        run, records = search(_retriever(a), tasks, [query_text(t, a.query) for t in tasks], a.recall_k)
+        run, records = search(_retriever(a), tasks, query_texts(tasks, a.query), a.recall_k)
         job.write({a.out_queries: records}, a.accounting,
                   first=[(a.out_run, lambda p: write_run(p, run, tag=f"{a.rung}-{a.query}"))],
                   tasks=len(tasks), empty_rankings=sum(r["hits"] == 0 for r in records))
@@ -291,7 +291,8 @@ def add_cli(sub) -> None:
     s.set_defaults(fn=cmd_retrieve)
     _retrieval_args(s)
     s.add_argument("--rung", required=True)
-    s.add_argument("--query", required=True, help="turn | questions | official_history | rewrite | standalone")
+    s.add_argument("--query", required=True, help="a query policy without an LLM (convrag.rag.policies): current | "
+                   "history | official_history | rewrite | standalone")
     for k in ("out-run", "out-queries", "accounting"):
         s.add_argument(f"--{k}", required=True)
     _common(s, model=False)

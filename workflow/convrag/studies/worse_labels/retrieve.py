@@ -1,39 +1,34 @@
-"""The ladder's searches: the query of a turn per mode, one batched search per rung and domain."""
+"""The ladder's searches: a query rung's queries (a shared query policy, convrag.rag.policies),
+one batched search per rung and domain."""
 
 from __future__ import annotations
 
-from convrag.errors import DataError
+# The names a query rung took before it used the shared query policies, and the policy each is.
+RENAMED = {"turn": "current", "questions": "history"}
 
-QUERY_MODES = ("turn", "questions", "official_history", "rewrite", "standalone")
+
+def check_query(policy: str, where: str) -> None:
+    """A query rung's query: a shared query policy that needs no LLM (its old names say which)."""
+    from convrag.errors import ConfigError
+    from convrag.rag.policies import POLICIES
+
+    if policy in RENAMED:
+        raise ConfigError(f"{where}: '{policy}' is now the shared query policy '{RENAMED[policy]}' "
+                          f"(convrag.rag.policies): write query: {RENAMED[policy]}")
+    known = [p for p in POLICIES if not POLICIES.get(p).needs_llm and p != "none"]
+    if policy not in known:
+        raise ConfigError(f"{where}: unknown query policy '{policy}' (known: {', '.join(known)})")
 
 
-def query_text(task, mode: str) -> str:
-    """turn = the current turn (BM25-turn); questions = every user turn so far, one a line;
-    official_history = the RETECO baseline's turn + "Conversation History:" block (BM25-hist,
-    ``convrag.data.recor.official_query``); rewrite = the shipped standalone rewrite;
-    standalone = the generated world's resolved question. A turn without what its mode reads is
-    an error naming it, never a silent fallback."""
-    from convrag.data.recor import official_query
+def query_texts(tasks: list, policy: str) -> list[str]:
+    """Each turn's query under a shared query policy that needs no LLM (``current``, ``history``,
+    ``official_history``, ``rewrite``, ``standalone``); a turn without what its policy reads is an
+    error naming it, never a silent fallback."""
+    from convrag.rag.policies import make_queries
+    from convrag.rag.retrieve import query_states
 
-    if mode == "turn":
-        return task.question
-    if mode == "questions":
-        return "\n".join([*(h["text"] for h in task.history if h["role"] == "user"), task.question])
-    if mode == "official_history":
-        if "official_history" not in task.labels:
-            raise DataError(f"task {task.task_id}: query 'official_history' needs labels.official_history "
-                            "(RECOR's conversation_history); this benchmark has none")
-        return official_query(task, with_history=True)
-    if mode == "rewrite":
-        if not task.rewrite:
-            raise DataError(f"task {task.task_id}: query 'rewrite' needs the benchmark's shipped rewrite")
-        return task.rewrite
-    if mode == "standalone":
-        q = task.labels.get("standalone_query")
-        if not q:
-            raise DataError(f"task {task.task_id}: query 'standalone' needs labels.standalone_query")
-        return q
-    raise DataError(f"unknown query mode '{mode}' (known: {', '.join(QUERY_MODES)})")
+    check_query(policy, "query")
+    return make_queries(policy, query_states(tasks)).queries
 
 
 def search(retriever, tasks: list, queries: list[str], k: int) -> tuple[dict, list[dict]]:
