@@ -35,6 +35,17 @@ def backend(spec):
     return TransformersBackend(spec)  # loaded once for the module (~20 s)
 
 
+def test_thread_budget_order():
+    from convrag.llm.backends.transformers_backend import thread_budget
+    import os
+
+    assert thread_budget({"CONVRAG_THREADS": "3", "OMP_NUM_THREADS": "1"}) == 3  # the job's --threads first
+    assert thread_budget({"OMP_NUM_THREADS": "1"}) == 1  # Snakemake's per-job value, CI's pytest
+    assert thread_budget({"OMP_NUM_THREADS": "4,2"}) == (os.cpu_count() or 1)  # nested lists: not ours to read
+    assert thread_budget({"CONVRAG_THREADS": "0"}) == (os.cpu_count() or 1)
+    assert thread_budget({}) == (os.cpu_count() or 1)
+
+
 def test_batch_then_fully_cached(spec, backend, tmp_path):
     eng = Engine(spec, LLMCache(tmp_path / "cache.sqlite"), backend=backend)
     reqs = [Request(chat(q), sampling=Sampling(max_tokens=12)) for q in QUESTIONS]  # 12: 'Paris' fits, CI time

@@ -306,6 +306,24 @@ def _miniature_profile() -> dict:
     return prof
 
 
+def _failed_jobs(text: str, wd: Path) -> str:
+    """What a failed miniature job left: each 'Error in rule' block of Snakemake's output, the end of
+    each log file it names and of the rule's SLURM job logs. A CI failure report shows only the end
+    of the run's output, where the cause is not (stop 52: 'executed 13 of 14 rules', no reason)."""
+    parts = []
+    for m in re.finditer(r"^Error in rule (\w+):\n((?:[ \t]+.*\n?){0,40})", text, flags=re.M):
+        rule, block = m.group(1), m.group(2)
+        parts.append(f"Error in rule {rule}:\n{block}")
+        for log in re.findall(r"log: (\S+?)(?: \(check log file\(s\) for error details\))?$", block, flags=re.M):
+            for name in log.split(","):
+                f = wd / name.strip()
+                if f.is_file():
+                    parts.append(f"--- {name.strip()} (end) ---\n{f.read_text(errors='replace')[-3000:]}")
+        for f in sorted((wd / ".snakemake" / "slurm_logs").glob(f"rule_{rule}/**/*.log"))[-2:]:
+            parts.append(f"--- {f.relative_to(wd)} (end) ---\n{f.read_text(errors='replace')[-2000:]}")
+    return "\n".join(parts) or "(no 'Error in rule' block in the output)"
+
+
 @needs_slurm
 def test_a_paper_config_in_miniature_runs_through_slurm(tmp_path, shared_data, capsys):
     # CI's 90-minute limit: .ci/run names the latest time this ~10-minute run may start; later it
@@ -335,7 +353,7 @@ def test_a_paper_config_in_miniature_runs_through_slurm(tmp_path, shared_data, c
     m = re.fullmatch(rf"miniature {MINIATURE}: executed (\d+) of (\d+) rules", last)
     assert m, text[-4000:]
     executed, planned = int(m.group(1)), int(m.group(2))
-    assert proc.returncode == 0 and executed == planned, text[-6000:]
+    assert proc.returncode == 0 and executed == planned, _failed_jobs(text, wd) + "\n--- output (end) ---\n" + text[-3000:]
 
     # every job of a cluster rule went through SLURM and finished there; Snakemake prints a job it
     # runs on the submit host (the workflow's and the study's `localrules:`: downloads, tables,

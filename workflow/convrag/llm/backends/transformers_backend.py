@@ -131,6 +131,17 @@ def _sampling_step(torch, rows: list[Request], step, logits):
     return torch.argmax(out, dim=-1)
 
 
+def thread_budget(env=os.environ) -> int:
+    """Torch's intra-op threads: the job's budget (CONVRAG_THREADS, from --threads), else the
+    standard OMP_NUM_THREADS (Snakemake sets it to a job's ``threads``; CI sets 1 for pytest beside
+    its lanes; a list such as '4,2' is ignored), else every core."""
+    for name in ("CONVRAG_THREADS", "OMP_NUM_THREADS"):
+        raw = str(env.get(name, "")).strip()
+        if raw.isdigit() and int(raw) > 0:
+            return int(raw)
+    return os.cpu_count() or 1
+
+
 class TransformersBackend:
     """Loads the model once; ``generate`` handles a mixed batch of generation and label requests."""
 
@@ -141,7 +152,7 @@ class TransformersBackend:
 
         self.spec = spec
         self.torch = torch
-        torch.set_num_threads(int(os.environ.get("CONVRAG_THREADS") or os.cpu_count() or 1))
+        torch.set_num_threads(thread_budget())
         want_gpu = spec.gpus > 0 and torch.cuda.is_available()
         self.device = os.environ.get("CONVRAG_DEVICE") or ("cuda" if want_gpu else "cpu")
         if spec.dtype in ("auto", None):
