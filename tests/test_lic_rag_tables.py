@@ -77,3 +77,30 @@ def test_score_conversations_final_best_unanswered_and_recall(tmp_path):
     # Recall@2 per turn: {d/1} -> 1/2, {d/2} -> 1/2, {} -> 0; cumulative: 1/2, 1, 1
     assert per_turn["recall@2"].tolist() == pytest.approx([0.5, 0.5, 0.0])
     assert per_turn["cum_recall"].tolist() == pytest.approx([0.5, 1.0, 1.0])
+
+
+def test_table2_target_shows_f1_points_and_keeps_the_csv_on_0_1(tmp_path):
+    """Issue 45: F1 in the paper's points in the Markdown (gap 0.5 -> 50.0), 0-1 in the CSV (the
+    published map's ``scale: 100`` reads it); rel_gap, a ratio, stays as it is."""
+    from convrag.report.tables import write_table
+    from convrag.studies.lic_rag.targets import TARGETS
+
+    scores, turns = tmp_path / "scores.parquet", tmp_path / "turns.parquet"
+    _rows().to_parquet(scores)
+    pd.DataFrame({"conv_id": ["c"]}).to_parquet(turns)
+    ctx = {"boot": {"n_resamples": 200, "seed": 0}, "closed_retrievers": [], "pool": None}
+    df = TARGETS["table2_full_vs_sharded"].build({"scores": str(scores), "turns": str(turns)}, ctx)
+    assert df.attrs["points"][:2] == ["f1_full", "f1_sharded"] and "gap_ci_high" in df.attrs["points"]
+    assert "rel_gap" not in df.attrs["points"] and "n_questions" not in df.attrs["points"]
+    csv, md = write_table(df, tmp_path / "t2", caption="Table 2.")
+    back = pd.read_csv(csv)
+    row = back[back.dataset == "d"].iloc[0]
+    assert row.gap == pytest.approx(0.5) and row.f1_full == pytest.approx(0.875)
+    text = md.read_text()
+    assert text.startswith("Table 2. Points: f1_full, f1_sharded, gap, gap_ci_low, gap_ci_high")
+    line = next(ln for ln in text.splitlines() if ln.startswith("| d "))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    header = [c.strip() for c in next(ln for ln in text.splitlines() if ln.startswith("| dataset")).strip("|").split("|")]
+    got = dict(zip(header, cells))
+    assert (got["f1_full"], got["f1_sharded"], got["gap"], got["gap_ci_low"]) == ("87.5", "37.5", "50.0", "50.0")
+    assert got["rel_gap"] == "0.571" and got["n_questions"] == "2"

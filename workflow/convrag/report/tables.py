@@ -19,7 +19,7 @@ import pandas as pd
 
 from convrag.io import atomic_open
 
-__all__ = ["write_table", "wrap"]
+__all__ = ["points_sentence", "write_table", "wrap"]
 
 
 def _flat(df: pd.DataFrame) -> pd.DataFrame:
@@ -53,6 +53,13 @@ def _is_count(col, values: pd.Series) -> bool:
         and bool(np.all(np.abs(v.to_numpy(float)) < 1e15))
 
 
+def points_sentence(columns: list[str]) -> str:
+    """The caption's note for columns a table shows in points (``df.attrs["points"]``: an F1, or a
+    difference of F1, recall or accuracy, that the paper writes on 0-100)."""
+    return (f"Points: {', '.join(columns)} are shown x100 (0-100, as the paper writes them); the CSV "
+            f"keeps them on 0-1.")
+
+
 def wrap(text: str, width: int = 100, indent: str = "", keep: tuple[str, ...] = ()) -> list[str]:
     """``text`` as lines of at most ``width`` characters (continuation lines start with
     ``indent``), broken between words, so a page reads in a terminal or a report's literal block
@@ -78,7 +85,8 @@ def write_table(
 ) -> tuple[Path, Path]:
     """Write ``<stem>.csv`` and ``<stem>.md``; return their paths. ``markdown(df, caption)``, when
     given, writes the Markdown page instead of the generic caption-and-table (the CSV is the same
-    either way: every column, full precision)."""
+    either way: every column, full precision). Columns named in ``df.attrs["points"]`` are shown
+    x100 with one decimal (a paper's F1 points) and the caption says so; the CSV keeps them on 0-1."""
     stem = Path(stem)
     csv_path, md_path = stem.with_name(stem.name + ".csv"), stem.with_name(stem.name + ".md")
     flat = _flat(df)
@@ -90,7 +98,15 @@ def write_table(
             fh.write(page.rstrip("\n") + "\n")
         return csv_path, md_path
     shown = flat.copy()
+    points = [c for c in (df.attrs.get("points") or ()) if c in shown.columns
+              and pd.api.types.is_float_dtype(shown[c])]
+    for col in points:  # the paper's scale: x100, one decimal (the CSV keeps 0-1)
+        shown[col] = (shown[col] * 100).map(lambda v: _fmt(v, "{:.1f}")).astype(object)
+    if points:
+        caption = ((caption or "").strip() + " " + points_sentence(points)).strip()
     for col in shown.columns:
+        if col in points:
+            continue
         if pd.api.types.is_float_dtype(shown[col]) and _is_count(col, shown[col]):
             shown[col] = shown[col].map(lambda v: "" if np.isnan(v) else f"{int(v)}").astype(object)
         elif pd.api.types.is_float_dtype(shown[col]) or not pd.api.types.is_numeric_dtype(shown[col]):
