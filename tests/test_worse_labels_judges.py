@@ -11,7 +11,7 @@ import pytest
 from convrag.config import REPO_ROOT
 from convrag.errors import ConfigError, DataError, ModelError
 from convrag.llm.judge import JUDGES, run_judge
-from convrag.llm.types import Response
+from convrag.llm.types import Response, Sampling
 from convrag.studies.worse_labels.judges import (
     AUDIT_STRATA_PAPER,
     CONTENT,
@@ -151,7 +151,7 @@ def test_read_one_call_with_label_requests():
             {"ANSWERABLE": -2.3, "UNANSWERABLE": -0.1}
 
     eng = Scripted(answer, lps)
-    recs = read(ITEMS, eng, READER, max_tokens=16)
+    recs = read(ITEMS, eng, READER, Sampling(max_tokens=16))
     assert eng.sizes == [6]  # one call, generation + label request per item
     reqs = eng.requests[0]
     assert [r.labels for r in reqs] == [None, STATUSES] * 3
@@ -168,7 +168,7 @@ def test_read_one_call_with_label_requests():
     assert "[1]" not in _user(reqs[2]) and READER["no_passages"] in _user(reqs[2])
 
     eng2 = Scripted(answer)
-    recs2 = read(ITEMS, eng2, READER, label_mode=False)
+    recs2 = read(ITEMS, eng2, READER, Sampling(max_tokens=128), label_mode=False)
     assert eng2.sizes == [3] and all(r["p_answerable"] is None for r in recs2)
     assert recs2[0]["status"] == "ANSWERABLE"
 
@@ -176,7 +176,7 @@ def test_read_one_call_with_label_requests():
 def test_read_names_the_item_without_label_logprobs():
     eng = Scripted(lambda r: "ANSWERABLE", lambda r: {"ANSWERABLE": -1.0})
     with pytest.raises(ModelError, match="t1\\|fusion"):
-        read(ITEMS[:1], eng, READER)
+        read(ITEMS[:1], eng, READER, Sampling(max_tokens=128))
 
 
 # ---------------------------------------------------------------------------------------
@@ -413,7 +413,7 @@ def test_run_audit_adjudicates_only_disagreements():
 
 def test_run_audit_no_disagreement_one_call():
     eng = Scripted(_auditor)
-    out = run_audit(AUDIT[:1], eng, PROMPTS["audit"], max_tokens=32)
+    out = run_audit(AUDIT[:1], eng, PROMPTS["audit"], sampling=Sampling(max_tokens=32))
     assert eng.sizes == [2] and out[0]["final"] == "yes" and out[0]["agree"]
     assert all(r.sampling.max_tokens == 32 for r in eng.requests[0])
     with pytest.raises(ValueError):
@@ -430,7 +430,7 @@ def test_read_and_content_with_the_real_tiny_model(tmp_path):
     from convrag.llm.engine import load_engine
 
     eng = load_engine("smollm2-135m", REPO_ROOT / "config" / "models.yaml", tmp_path / "c.sqlite")
-    recs = read(ITEMS, eng, READER, max_tokens=24)
+    recs = read(ITEMS, eng, READER, Sampling(max_tokens=24))
     assert len(recs) == 3 and [r["item_id"] for r in recs] == [it["item_id"] for it in ITEMS]
     assert all(0.0 < r["p_answerable"] < 1.0 for r in recs)
     assert all(r["status"] in (*STATUSES, None) and r["parsed"] == (r["status"] is not None) for r in recs)
@@ -438,7 +438,7 @@ def test_read_and_content_with_the_real_tiny_model(tmp_path):
     assert 0 <= unparsed <= 3
     assert eng.accounting.calls == 6 and eng.accounting.requests == 6
     calls, hits = eng.accounting.calls, eng.accounting.cache_hits
-    again = read(ITEMS, eng, READER, max_tokens=24)
+    again = read(ITEMS, eng, READER, Sampling(max_tokens=24))
     assert eng.accounting.calls == calls and eng.accounting.cache_hits == hits + 6  # all from the cache
     assert [r["p_answerable"] for r in again] == pytest.approx([r["p_answerable"] for r in recs])
 

@@ -11,7 +11,7 @@ import pytest
 from convrag.config import REPO_ROOT
 from convrag.data.recor import official_query
 from convrag.errors import ConfigError, DataError
-from convrag.llm.types import Response
+from convrag.llm.types import Response, Sampling
 from convrag.records import TurnTask
 from convrag.studies.worse_labels.ladder import (
     EXPANSIONS, conversation_text, expand, expansion_requests, fallback_counts, fit_weights, fuse, load_prompts,
@@ -19,6 +19,7 @@ from convrag.studies.worse_labels.ladder import (
 )
 
 PROMPTS = load_prompts()
+GREEDY = Sampling(max_tokens=128)  # the schema's default for an expansion rung
 HIST2 = "Q: What is a hydrofoil?\nA: A wing under a boat's hull that lifts it out of the water."
 
 
@@ -166,7 +167,7 @@ def test_weights_file_round_trip(tmp_path):
 
 
 def test_prompt_messages_carry_history_and_question():
-    reqs = expansion_requests([T1, T2], PROMPTS)
+    reqs = expansion_requests([T1, T2], PROMPTS, EXPANSIONS, Sampling(max_tokens=128))
     assert len(reqs) == 6
     assert [r.messages[0]["content"] for r in reqs[:3]] == [PROMPTS[k]["system"].strip() for k in EXPANSIONS]
     assert reqs[0].messages[-1]["content"] == PROMPTS["query2doc"]["user"].format(
@@ -207,7 +208,7 @@ def test_expand_one_call_parsed_queries_and_fallbacks():
         "**Rewrite:** How fast can a hydrofoil boat go?\n**Passage:** Up to 50 knots.",
         "I am not sure what you mean.",                                       # T2 rewrite_hyde -> fallback
     ])
-    recs = expand([T1, T2], eng, PROMPTS, max_tokens=64)
+    recs = expand([T1, T2], eng, PROMPTS, sampling=Sampling(max_tokens=64))
     assert eng.calls == 1 and len(eng.asked[0]) == 2 * 3
     assert eng.asked[0][0].sampling.max_tokens == 64 and eng.asked[0][0].sampling.temperature == 0.0
     assert [(r["task_id"], r["kind"]) for r in recs] == [(t.task_id, k) for t in (T1, T2) for k in EXPANSIONS]
@@ -227,19 +228,19 @@ def test_expand_one_call_parsed_queries_and_fallbacks():
     assert fallback_counts(recs) == {"query2doc": 1, "rewrite_passage": 0, "rewrite_hyde": 1}
     assert queries_by_kind(recs)["rewrite_passage"] == {T1.task_id: recs[1]["query"], T2.task_id: recs[4]["query"]}
     # query_repeats and a subset of kinds
-    one = expand([T1], Scripted([passage]), PROMPTS, kinds=["query2doc"], query_repeats=2)
+    one = expand([T1], Scripted([passage]), PROMPTS, kinds=["query2doc"], sampling=GREEDY, query_repeats=2)
     assert one[0]["query"] == f"What is a hydrofoil?\nWhat is a hydrofoil?\n{passage}"
 
 
 def test_expand_errors():
     with pytest.raises(ConfigError, match="unknown kind 'hyde'"):
-        expand([T1], Scripted([]), PROMPTS, kinds=["hyde"])
+        expand([T1], Scripted([]), PROMPTS, kinds=["hyde"], sampling=GREEDY)
     with pytest.raises(ConfigError, match="missing section 'rewrite_hyde'"):
-        expand([T1], Scripted([]), {k: v for k, v in PROMPTS.items() if k != "rewrite_hyde"})
+        expand([T1], Scripted([]), {k: v for k, v in PROMPTS.items() if k != "rewrite_hyde"}, sampling=GREEDY)
     with pytest.raises(DataError, match="drones/c1_turn_1 is listed twice"):
-        expand([T1, T1], Scripted([]), PROMPTS)
+        expand([T1, T1], Scripted([]), PROMPTS, sampling=GREEDY)
     with pytest.raises(DataError, match="task drones/x_turn_1: empty question"):
-        expand([_task("drones/x_turn_1", " ")], Scripted([]), PROMPTS)
+        expand([_task("drones/x_turn_1", " ")], Scripted([]), PROMPTS, sampling=GREEDY)
 
 
 @pytest.mark.tinymodel
@@ -247,7 +248,7 @@ def test_expand_with_the_real_tiny_model(tmp_path):
     from convrag.llm.engine import load_engine
 
     eng = load_engine("smollm2-135m", REPO_ROOT / "config" / "models.yaml", tmp_path / "c.sqlite")
-    recs = expand([T1, T2], eng, PROMPTS, max_tokens=48)
+    recs = expand([T1, T2], eng, PROMPTS, sampling=Sampling(max_tokens=48))
     print([(r["kind"], r["fallback"], r["raw"][:80]) for r in recs])
     assert eng.accounting.requests == 6 and eng.accounting.calls == 6 and eng.accounting.batches == 1
     assert len(recs) == 6 and all(r["query"].strip() for r in recs)
@@ -255,5 +256,5 @@ def test_expand_with_the_real_tiny_model(tmp_path):
         assert not r["fallback"] or r["query"] == official_query(T1 if r["task_id"] == T1.task_id else T2, True)
     # the same tasks again, from the cache: a fresh engine never reaches (or loads) the backend
     again = load_engine("smollm2-135m", REPO_ROOT / "config" / "models.yaml", tmp_path / "c.sqlite")
-    assert expand([T1, T2], again, PROMPTS, max_tokens=48) == recs
+    assert expand([T1, T2], again, PROMPTS, sampling=Sampling(max_tokens=48)) == recs
     assert again.accounting.calls == 0 and again.accounting.cache_hits == 6 and not again.backend_loaded

@@ -2,6 +2,7 @@
 # with weights fitted on train, fuse rungs), the contexts of every rung with their qrels labels,
 # readers, content judges, the answer judges and the blind audit. Its tables and figures go
 # through the shared report rules (report.smk).
+from convrag.cliargs import sampling_flag
 from convrag.studies.worse_labels import paths as wl_paths
 from convrag.studies.worse_labels import wiring as wl_wiring
 
@@ -235,12 +236,12 @@ rule worse_labels_read:
         sets=lambda wc: wl_wiring.read_sets(config, wc.slice),
         registry=REGISTRY,
         cache=CACHE,
-        max_tokens=WL["readers"]["max_tokens"],
+        sampling=sampling_flag(WL["readers"]),
         label_mode=str(WL["readers"]["label_mode"]).lower(),
     shell:
         "convrag worse-labels read --items {input.ctx_items} --sets {params.sets} --model {wildcards.reader}"
         " --registry {params.registry} --cache {params.cache} --prompts-dir $(dirname $(dirname {input.prompts}))"
-        " --max-tokens {params.max_tokens} --label-mode {params.label_mode} --threads {threads}"
+        " {params.sampling} --label-mode {params.label_mode} --threads {threads}"
         " --out {output.reads} --accounting {output.accounting} 2> {log}"
 
 
@@ -265,11 +266,11 @@ rule worse_labels_label:
         sets=lambda wc: wl_wiring.label_sets(config, wc.slice),
         registry=REGISTRY,
         cache=CACHE,
-        max_tokens=WL["judges"]["max_tokens"],
+        sampling=sampling_flag(WL["judges"]),
     shell:
         "convrag worse-labels label --items {input.ctx_items} --sets {params.sets} --model {wildcards.judge}"
         " --registry {params.registry} --cache {params.cache} --prompts-dir $(dirname $(dirname {input.prompts}))"
-        " --max-tokens {params.max_tokens} --threads {threads} --out {output.labels}"
+        " {params.sampling} --threads {threads} --out {output.labels}"
         " --accounting {output.accounting} 2> {log}"
 
 
@@ -383,9 +384,9 @@ if wl_wiring.human_benchmark(config):
         params:
             registry=REGISTRY,
             cache=CACHE,
-            max_tokens=WL["judges"]["max_tokens"],
+            sampling=sampling_flag(WL["judges"]),
         shell:
             "convrag worse-labels label --items {input.ctx_items} --sets human --model {wildcards.judge}"
             " --registry {params.registry} --cache {params.cache} --prompts-dir $(dirname $(dirname {input.prompts}))"
-            " --max-tokens {params.max_tokens} --threads {threads} --out {output.labels}"
+            " {params.sampling} --threads {threads} --out {output.labels}"
             " --accounting {output.accounting} 2> {log}"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from convrag.cliargs import fill_help, json_arg
+from convrag.cliargs import fill_help, json_arg, sampling_arg
+from convrag.llm.types import Sampling
 
 
 def _tasks(path, domain=None, answerability=None):
@@ -56,7 +57,7 @@ def cmd_expand(a):
             engine = job.engine(a.model, role="expander")
             records = [{**r, "source": f"regenerated:{a.model}"} for r in
                        ladder.expand(tasks, engine, ladder.load_prompts(a.prompts), kinds=a.expansions,
-                                     max_tokens=a.max_tokens)]
+                                     sampling=Sampling.from_config(a.sampling))]
         retriever = _retriever(a)
         by = {(r["task_id"], r["kind"]): r["query"] for r in records}
         components = {kind: search(retriever, tasks, [by[(t.task_id, kind)] for t in tasks], a.recall_k)[0]
@@ -143,7 +144,7 @@ def cmd_read(a):
     with Job(a.registry, a.cache, a.threads) as job:
         items = [{**it, "item_id": it["context_id"]} for it in _items(a.items, a.sets)]
         engine = job.engine(a.model, role="reader")
-        recs = readers.read(items, engine, readers.load_reader_prompts(a.prompts_dir), max_tokens=a.max_tokens,
+        recs = readers.read(items, engine, readers.load_reader_prompts(a.prompts_dir), Sampling.from_config(a.sampling),
                             label_mode=a.label_mode)
         job.write({a.out: [{**r, "reader": a.model} for r in recs]}, a.accounting,
                   contexts=len(items), no_status=sum(r["status"] is None for r in recs))
@@ -168,7 +169,8 @@ def cmd_label(a):
     from convrag.studies.worse_labels import judges
 
     items = [{**it, "item_id": it["context_id"]} for it in _items(a.items, a.sets)]
-    _run_judge(a, "content", items, lambda its, eng, pr: judges.judge_content(its, eng, pr, max_tokens=a.max_tokens))
+    _run_judge(a, "content", items,
+               lambda its, eng, pr: judges.judge_content(its, eng, pr, sampling=Sampling.from_config(a.sampling)))
 
 
 def cmd_correctness(a):
@@ -218,7 +220,7 @@ def cmd_audit(a):
                  for row in sample.itertuples()]
         engine = job.engine(a.model, role="auditor")
         prompts = judges.load_prompts(a.prompts_dir, which=("audit",))["audit"]
-        recs = judges.run_audit(items, engine, prompts, max_tokens=a.max_tokens)
+        recs = judges.run_audit(items, engine, prompts, sampling=Sampling.from_config(a.sampling))
         ids = {it["audit_id"]: it["context_id"] for it in items}
         job.write({a.out: [{**r, "context_id": ids[r["audit_id"]], "auditor": a.model} for r in recs]},
                   a.accounting, contexts=len(items), strata=sample.attrs.get("strata", []),
@@ -302,7 +304,7 @@ def add_cli(sub) -> None:
     _retrieval_args(s)
     s.add_argument("--expansions", nargs="+", required=True)
     s.add_argument("--prompts", required=True)
-    s.add_argument("--max-tokens", type=int, default=128)
+    sampling_arg(s, help="regenerating: the expander's JSON {temperature, top_p, max_tokens, stop}")
     s.add_argument("--released", default=None, help="the released expansions file (no model call)")
     s.add_argument("--released-format", default="jsonl", choices=["jsonl", "json"])
     for k in ("out-components", "out-expansions", "accounting"):
@@ -347,7 +349,7 @@ def add_cli(sub) -> None:
     for k in ("items", "prompts-dir", "out", "accounting"):
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--sets", nargs="+", required=True)
-    s.add_argument("--max-tokens", type=int, default=128)
+    sampling_arg(s, required=True)
     s.add_argument("--label-mode", type=json_arg, default=True)
     _common(s)
 
@@ -359,7 +361,7 @@ def add_cli(sub) -> None:
             s.add_argument(f"--{k}", required=True)
         if name == "label":
             s.add_argument("--sets", nargs="+", required=True)
-            s.add_argument("--max-tokens", type=int, default=None)
+            sampling_arg(s, required=True)
             _common(s)
         else:
             s.add_argument("--reads", required=True)
@@ -382,6 +384,6 @@ def add_cli(sub) -> None:
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--strata", type=json_arg, default=None)
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--max-tokens", type=int, default=160)
+    sampling_arg(s, required=True)
     _common(s)
     fill_help(sub, HELP)

@@ -90,10 +90,14 @@ CONTENT_REFERENCE = register_judge(Judge(
 ))
 
 
-def judge_content(items: Sequence[Mapping], engine, prompts: Mapping, max_tokens: int | None = None) -> list[dict]:
+def judge_content(items: Sequence[Mapping], engine, prompts: Mapping, sampling: Sampling | None = None) -> list[dict]:
     """The study's content label of every item (the reference answer shown): one batched call,
-    support numbers outside the item's passages dropped and counted (``convrag.judges.content``)."""
-    return _judge_content(items, engine, prompts, max_tokens, judge=CONTENT_REFERENCE)
+    support numbers outside the item's passages dropped and counted (``convrag.judges.content``).
+    ``sampling``: the stage's decoding settings (``--sampling``, from the config's
+    ``judges.max_tokens``); a judge decodes greedily, so only its ``max_tokens`` is read (None: the
+    judge's own reply budget)."""
+    return _judge_content(items, engine, prompts, None if sampling is None else sampling.max_tokens,
+                          judge=CONTENT_REFERENCE)
 
 
 def check_correctness_prompts(prompts: Mapping, where: str) -> None:
@@ -317,19 +321,11 @@ def audit_messages(prompts: Mapping, item: Mapping, procedure: str, reviews: Seq
             {"role": "user", "content": context_user(p["user"], prompts, item, **extra)}]
 
 
-def _tokens(max_tokens, procedure: str) -> int:
-    if max_tokens is None:
-        return AUDIT_MAX_TOKENS[procedure]
-    if isinstance(max_tokens, int):
-        return max_tokens
-    return int(dict(max_tokens).get(procedure, AUDIT_MAX_TOKENS[procedure]))
-
-
 def _label(value):
     return None if value is None else value["label"]
 
 
-def run_audit(items: Sequence[Mapping], engine, prompts: Mapping, max_tokens=None) -> list[dict]:
+def run_audit(items: Sequence[Mapping], engine, prompts: Mapping, sampling: Sampling | None = None) -> list[dict]:
     """The audit of ``items`` (``{audit_id, question, history, reference, passages}``, e.g. rows
     of ``audit_sample``): ONE engine call asks both procedures (holistic, claims) for every
     item; ONE more call, the third run, adjudicates only the items whose two labels differ or
@@ -337,11 +333,13 @@ def run_audit(items: Sequence[Mapping], engine, prompts: Mapping, max_tokens=Non
     ``{audit_id, holistic, claims, adjudicated (None when not asked), final, agree,
     support_holistic, support_claims, support_adjudicated, raw_holistic, raw_claims,
     raw_adjudicated}``; ``final`` is the agreed label, else the adjudicated one (None when that
-    reply is unreadable). ``max_tokens``: an int for all three, or a mapping per procedure
-    (``AUDIT_MAX_TOKENS``).
+    reply is unreadable). ``sampling``: the stage's decoding settings (``--sampling``, from the
+    config's ``judges.audit.max_tokens``), greedy, its ``max_tokens`` for all three procedures;
+    None: each procedure's own budget (``AUDIT_MAX_TOKENS``).
     """
     def ask(procedure, msgs):
-        return Request(messages=msgs, sampling=Sampling(temperature=0.0, max_tokens=_tokens(max_tokens, procedure)))
+        budget = AUDIT_MAX_TOKENS[procedure] if sampling is None else sampling.max_tokens
+        return Request(messages=msgs, sampling=Sampling(temperature=0.0, max_tokens=budget))
 
     reqs = [ask(proc, audit_messages(prompts, it, proc)) for it in items for proc in PROCEDURES]
     answers = engine.generate(reqs, desc="worse_labels audit") if reqs else []

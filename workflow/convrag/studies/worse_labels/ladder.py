@@ -149,12 +149,10 @@ def expansion_messages(task: TurnTask, prompts: Mapping, kind: str) -> list[dict
     return msgs
 
 
-def expansion_requests(tasks: Sequence[TurnTask], prompts: Mapping, kinds: Sequence[str] = EXPANSIONS,
-                       sampling: Sampling | None = None) -> list[Request]:
+def expansion_requests(tasks: Sequence[TurnTask], prompts: Mapping, kinds: Sequence[str], sampling: Sampling) -> list[Request]:
     """One request per task and kind, task-major (task 1's kinds in ``kinds`` order, then task 2's):
     ``expand`` reads the replies back in this order."""
     kinds = _check_kinds(kinds)
-    sampling = sampling if sampling is not None else Sampling(temperature=0.0, top_p=1.0, max_tokens=128)
     return [Request(messages=expansion_messages(t, prompts, k), sampling=sampling) for t in tasks for k in kinds]
 
 
@@ -198,9 +196,10 @@ def expansion_query(task: TurnTask, kind: str, parsed: Mapping, query_repeats: i
     return parsed["rewrite"] + ("\n" + parsed["passage"] if parsed["passage"] else "")
 
 
-def expand(tasks: Sequence[TurnTask], engine, prompts: Mapping, kinds: Sequence[str] = EXPANSIONS,
-           max_tokens: int = 128, query_repeats: int = QUERY_REPEATS) -> list[dict]:
-    """Expand every task with every kind in one batched, greedy ``engine.generate`` call.
+def expand(tasks: Sequence[TurnTask], engine, prompts: Mapping, kinds: Sequence[str] = EXPANSIONS, *,
+           sampling: Sampling, query_repeats: int = QUERY_REPEATS) -> list[dict]:
+    """Expand every task with every kind in one batched ``engine.generate`` call, with ``sampling``
+    (``--sampling``, from the rung's config: greedy, its ``max_tokens``).
 
     Returns one record per task and kind, task-major: ``{task_id, kind, raw, rewrite, passage,
     query, fallback}``; ``fallback`` marks a reply that could not be parsed (``query`` is then the
@@ -216,7 +215,6 @@ def expand(tasks: Sequence[TurnTask], engine, prompts: Mapping, kinds: Sequence[
         if t.task_id in seen:
             raise DataError(f"expand: task {t.task_id} is listed twice")
         seen.add(t.task_id)
-    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens)
     requests = expansion_requests(tasks, prompts, kinds, sampling)
     replies = engine.generate(requests, desc="expand queries") if requests else []
     if len(replies) != len(requests):

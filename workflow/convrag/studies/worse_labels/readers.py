@@ -116,7 +116,7 @@ def p_answerable(label_logprobs: Mapping[str, float] | None) -> float | None:
     return 1.0 / (1.0 + math.exp(-d)) if d >= 0 else math.exp(d) / (1.0 + math.exp(d))
 
 
-def read(items: Sequence[Mapping], engine, prompts: Mapping, max_tokens: int = 128,
+def read(items: Sequence[Mapping], engine, prompts: Mapping, sampling: Sampling,
          label_mode: bool = True) -> list[dict]:
     """One record per item, in order: ``{item_id, status, answer, parsed, p_answerable,
     label_logprobs, raw}``.
@@ -124,9 +124,10 @@ def read(items: Sequence[Mapping], engine, prompts: Mapping, max_tokens: int = 1
     ONE ``engine.generate`` call holds every item's greedy generation request and (with
     ``label_mode``) its label-mode request over the same messages, so the two always see the
     same prompt and share the batch (and the backend's prompt-prefix reuse). Without label
-    mode ``p_answerable`` and ``label_logprobs`` are None.
+    mode ``p_answerable`` and ``label_logprobs`` are None. ``sampling``: the generation's decoding
+    settings (``--sampling``, from the config's ``readers`` block: greedy, its ``max_tokens``).
     """
-    gen = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens)
+    gen = sampling
     score = Sampling(temperature=0.0, top_p=1.0, max_tokens=1)  # label mode decodes nothing
     reqs = []
     for it in items:

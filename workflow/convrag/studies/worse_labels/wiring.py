@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from convrag.cliargs import sampling_flag
 from convrag.data.benchmarks import corpus_id
 from convrag.data.gold import gold_files
 from convrag.layout import Layout
@@ -100,7 +101,7 @@ def search_args(config: dict, s: str, r: str, registry: str, cache: str) -> str:
         if x.get("released"):  # no model call: the released texts
             args.append(f"--released-format {x['released']['format']}")
         else:
-            args.append(f"--model {x['model']} --max-tokens {x['max_tokens']} --registry {registry} --cache {cache}")
+            args.append(f"--model {x['model']} {sampling_flag(x)} --registry {registry} --cache {cache}")
     return " ".join(a for a in args if a)
 
 
@@ -223,7 +224,7 @@ def audit_args(config: dict, registry: str, cache: str, prompts_dir: str) -> str
     a = config["worse_labels"]["judges"]["audit"]
     strata = f"--strata '{json.dumps(a['strata'])}'" if a["strata"] else ""
     return (f"--model {a['model']} --registry {registry} --cache {cache} --prompts-dir {prompts_dir} --seed {a['seed']}"
-            f" --max-tokens {a['max_tokens']} {strata}")
+            f" {sampling_flag(a)} {strata}")
 
 
 # ---- what the Study returns -------------------------------------------------------------------
