@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from convrag.cliargs import sampling_flag
 from convrag.layout import Layout
 from convrag.retrieval import graph_inputs
 from convrag.studies.coral import paths
@@ -29,15 +30,10 @@ def flows_args(config: dict) -> str:
             f"--long-share {w['long_share']} --seed {w['seed']}")
 
 
-def sampling_arg(block: dict) -> str:
-    """A block's decoding settings as ``--sampling`` (one shell-quoted JSON argument)."""
-    return json.dumps(json.dumps({k: block[k] for k in ("temperature", "top_p", "max_tokens")}, sort_keys=True))
-
-
 def contextualise_args(config: dict, registry: str, cache: str) -> str:
     x = config["coral"]["contextualise"]
     cleaning = config["coral"]["world"].get("cleaning")
-    return (f"--model {x['model']} --registry {registry} --cache {cache} --sampling {sampling_arg(x)} "
+    return (f"--model {x['model']} --registry {registry} --cache {cache} {sampling_flag(x)} "
             f"--tries {x['tries']} "
             f"--seed {config['coral']['world']['seed']}"
             + (f" --cleaning {json.dumps(json.dumps(cleaning, sort_keys=True))}" if cleaning else ""))
@@ -152,7 +148,7 @@ def llm4cs_args(config: dict, registry: str, cache: str, policy: str = "llm4cs")
     prompting, aggregation = llm4cs_variant(policy)
     return (f"--model {llm4cs_model(config)} --registry {registry} --cache {cache} --n {x['n']} "
             f"--prompting {prompting} --aggregation {aggregation} "
-            f"--sampling {sampling_arg(x)} --recall-k {config['coral']['retrieval_k']} --domain {domain(config)}")
+            f"{sampling_flag(x)} --recall-k {config['coral']['retrieval_k']} --domain {domain(config)}")
 
 
 def training_job(config: dict, block: str, name: str | None) -> dict:
@@ -263,7 +259,7 @@ def answer_args(config: dict, model: str, name: str, registry: str, cache: str) 
     g = config["coral"]["generation"]
     strategy, m = history_strategy(config, name), sweep_m(name)
     args = [f"--strategy {strategy} --registry {registry} --cache {cache} --top-k {g['top_k']}",
-            f"--sampling {json.dumps(json.dumps(g['sampling'], sort_keys=True))}"]
+            sampling_flag(g["sampling"])]
     if m is not None:
         sw = g["history_sweep"]
         args.append(f"--max-history-turns {m} --at-turn {sw['turn']} --conversations {sw['conversations']} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 
+from convrag.cliargs import sampling_flag
 from convrag.layout import Layout
 from convrag.retrieval import graph_inputs
 from convrag.studies.cross import paths
@@ -55,7 +56,7 @@ def answer_args(config: dict, L: Layout, benchmark: str, retriever: str, policy:
             for d, cid in domains(config, benchmark).items()}
     return " ".join([f"--domains {shlex.quote(json.dumps(doms, sort_keys=True))}",
                      f"--retriever-params {shlex.quote(json.dumps(config['retrievers'][retriever].get('params') or {}, sort_keys=True))}",
-                     f"--sampling {shlex.quote(json.dumps(c['sampling'], sort_keys=True))}",
+                     sampling_flag(c["sampling"]),
                      f"--top-k {c['top_k']} --seed {c['seed']}",
                      retrieve_cli_args(config, retriever, policy, c["recall_k"], c["rewrite"])])
 

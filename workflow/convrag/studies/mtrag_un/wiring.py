@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from convrag.cliargs import sampling_flag
 from convrag.data.benchmarks import corpus_id
 from convrag.layout import Layout
 from convrag.retrieval import graph_inputs
@@ -99,13 +100,12 @@ def answer_args(config: dict, setting: str) -> str:
     from convrag.studies.mtrag_un.plan import rag_run
 
     g = config["mtrag_un"]["generation"]
-    sampling = json.dumps(g["sampling"], sort_keys=True)
     if setting == "reference":
         args = f"--passages reference --top-k {g['reference_k']}"
     else:
         retriever, policy = rag_run(config)
         args = f"--passages run --top-k {g['top_k']} --retriever-name {retriever} --policy {policy}"
-    return f"{args} --sampling '{sampling}'"
+    return f"{args} {sampling_flag(g['sampling'])}"
 
 
 def evaluation_files(config: dict, L: Layout, ext: str = "parquet") -> list[str]:
