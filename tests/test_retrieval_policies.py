@@ -65,3 +65,18 @@ def test_llm_rewrite_is_one_batch_and_counts_empty_rewrites():
     assert "User: Who wrote Blue Rain?\nAssistant: Tolo Vanes." in last and "Last question: Where was she born?" in last
     assert "(none)" in eng.calls[0][1].messages[-1]["content"]  # no history before the first question
     assert eng.calls[0][0].sampling.temperature == 0.0
+
+
+def test_llm_rewrite_budget_has_one_default():
+    """The rewrite's reply budget: the caller's (the rules pass the config's rewrite.max_tokens), else
+    the policy's REWRITE_MAX_TOKENS, which is the schema's default too (issue 46: one definition)."""
+    from convrag.rag.policies import REWRITE_MAX_TOKENS
+
+    schema = yaml.safe_load((REPO_ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    assert schema["$defs"]["rewrite"]["properties"]["max_tokens"]["default"] == REWRITE_MAX_TOKENS == 64
+    states = [QueryState(["Where was she born?"], [{"role": "user", "text": "Where was she born?"}], key="a")]
+    for given, want in ((None, REWRITE_MAX_TOKENS), (12, 12)):
+        eng = Scripted(["Where was Tolo Vanes born?"])
+        make_queries("llm_rewrite", states, llm=eng, prompts=REWRITE, max_tokens=given)
+        s = eng.calls[0][0].sampling
+        assert (s.max_tokens, s.temperature, s.stop) == (want, 0.0, ("\n",))

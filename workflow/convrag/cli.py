@@ -648,7 +648,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--retriever-llm", default=None)
     s.add_argument("--rewrite-model", default=None)
     s.add_argument("--rewrite-prompts", default=None)
-    s.add_argument("--rewrite-max-tokens", type=int, default=64)
+    s.add_argument("--rewrite-max-tokens", type=int, default=None)
     s.add_argument("--recall-k", type=int, default=10)
     s.add_argument("--registry", default=None)
     s.add_argument("--cache", default=None)

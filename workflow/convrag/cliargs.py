@@ -72,7 +72,8 @@ COMMON_HELP = {
     "judge_model": "registry model of the judge",
     "rewrite_model": "registry model that rewrites each turn's query (policies that rewrite)",
     "rewrite_prompts": "prompt file of the query rewrite",
-    "rewrite_max_tokens": "maximum new tokens of a query rewrite",
+    "rewrite_max_tokens": "maximum new tokens of a query rewrite (default: the llm_rewrite policy's, "
+                          "convrag.rag.policies.REWRITE_MAX_TOKENS; the rules pass the config's rewrite.max_tokens)",
     "retriever_llm": "registry model of an LLM-using retriever (graph retrievers, RAPTOR)",
     "prompts": "the prompt file (YAML, resources/prompts/...)",
     "prompts_dir": "the folder of the judges' prompt files (resources/prompts/<study>)",

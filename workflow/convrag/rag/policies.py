@@ -138,14 +138,20 @@ def rewrite_messages(state: QueryState, prompts: dict) -> list[dict]:
     return msgs
 
 
+# The rewrite's reply budget when a caller names none; the config's (rewrite.max_tokens) default is
+# the same number (tests/test_retrieval_policies.py holds them together).
+REWRITE_MAX_TOKENS = 64
+
+
 @register_policy("llm_rewrite", needs_llm=True)
-def _llm_rewrite(states, llm=None, prompts: dict | None = None, max_tokens: int = 64, **_) -> PolicyResult:
+def _llm_rewrite(states, llm=None, prompts: dict | None = None, max_tokens: int | None = None, **_) -> PolicyResult:
     from convrag.llm.types import Request, Sampling
 
     _check(states, "llm_rewrite")
     if llm is None or prompts is None:
         raise ConfigError("query policy 'llm_rewrite' needs an LLM and its prompt file")
-    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens, stop=("\n",))
+    # the policy's decoding: greedy, one line; only the budget is the caller's
+    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens or REWRITE_MAX_TOKENS, stop=("\n",))
     reqs = [Request(messages=rewrite_messages(s, prompts), sampling=sampling) for s in states]
     out = PolicyResult([], raw=[])
     for s, r in zip(states, llm.generate(reqs, desc="rewrite queries")):

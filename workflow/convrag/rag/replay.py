@@ -138,7 +138,7 @@ def answer_tasks(tasks: list[TurnTask], *, engine, prompt: ChatPrompt, sampling:
                  passages_from: str, retriever=None, capabilities: Capabilities | None = None,
                  corpus: dict | None = None, top_k: int = 5, recall_k: int | None = None, runs: int = 1,
                  seed: int = 0, setting: dict | None = None, rewrite_llm=None, rewrite_prompts: dict | None = None,
-                 rewrite_max_tokens: int = 64, run: dict | None = None, run_queries: dict | None = None) -> list[dict]:
+                 rewrite_max_tokens: int | None = None, run: dict | None = None, run_queries: dict | None = None) -> list[dict]:
     """Answer every task ``runs`` times (distinct seeded samples) in one batch per run.
 
     ``passages_from="run"`` takes ``run`` (task id -> {doc: score}, e.g. ``read_trec_run``),

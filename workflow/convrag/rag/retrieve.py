@@ -23,7 +23,7 @@ def query_states(tasks: list[TurnTask]) -> list[QueryState]:
 
 
 def retrieve_tasks(tasks: list[TurnTask], retriever, policy: str, k: int, llm=None, rewrite_prompts=None,
-                   rewrite_max_tokens: int = 64) -> tuple[dict, list[dict], dict]:
+                   rewrite_max_tokens: int | None = None) -> tuple[dict, list[dict], dict]:
     """(run: task id -> {doc: score}, query records, counts). Task ids must be unique."""
     pol = make_queries(policy, query_states(tasks), llm=llm, prompts=rewrite_prompts, max_tokens=rewrite_max_tokens)
     res = retriever.search(pol.queries, k)

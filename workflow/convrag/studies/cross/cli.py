@@ -181,7 +181,7 @@ def add_cli(sub) -> None:
     s.add_argument("--retriever-llm", default=None)
     s.add_argument("--rewrite-model", default=None)
     s.add_argument("--rewrite-prompts", default=None)
-    s.add_argument("--rewrite-max-tokens", type=int, default=64)
+    s.add_argument("--rewrite-max-tokens", type=int, default=None)
     sampling_arg(s, required=True)
     s.add_argument("--top-k", type=int, required=True)
     s.add_argument("--recall-k", type=int, required=True)
