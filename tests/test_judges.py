@@ -92,3 +92,15 @@ def test_classifier_and_judge_with_the_real_tiny_model(tmp_path):
     assert verdicts[0]["method"] == "llm" and verdicts[0]["raw"] is not None
     assert (verdicts[0]["correct"] is None) == (not verdicts[0]["parsed"])
     assert eng.accounting.calls == 2 and eng.accounting.prompt_tokens > 0
+
+
+def test_judge_budgets_are_the_schemas_defaults():
+    """A judge's reply budget is defined by its spec (used when a caller names none) and the
+    config's default is the same number (issue 46: one definition, held together here)."""
+    from convrag.judges.content import CONTENT
+    from convrag.judges.correctness import JUDGE as CORRECTNESS
+
+    cross = yaml.safe_load((REPO_ROOT / "workflow" / "schemas" / "studies" / "cross.schema.yaml").read_text())
+    props = cross["properties"]
+    assert props["judge"]["properties"]["max_tokens"]["default"] == CORRECTNESS.max_tokens == 8
+    assert props["content"]["properties"]["max_tokens"]["default"] == CONTENT.max_tokens == 24

@@ -58,9 +58,10 @@ JUDGE = register_judge(Judge(
 ))
 
 
-def judge_answers(items: list[dict], engine, prompts: dict, max_tokens: int = 8) -> list[dict]:
+def judge_answers(items: list[dict], engine, prompts: dict, max_tokens: int | None = None) -> list[dict]:
     """``items``: dicts with key, question, answers (gold list), prediction (str|None).
-    Returns one verdict per item: key, correct, method (no_answer|exact_match|llm), parsed, raw."""
+    Returns one verdict per item: key, correct, method (no_answer|exact_match|llm), parsed, raw.
+    ``max_tokens``: the reply budget (None: the judge's own, ``JUDGE.max_tokens``)."""
     verdicts = run_judge(JUDGE, [{**it, "item_id": it["key"]} for it in items], engine, prompts, max_tokens,
                          desc="judge answers")
     return [{"key": it["key"], "prediction": it["prediction"], "correct": v["value"], "method": v["method"],

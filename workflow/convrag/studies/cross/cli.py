@@ -157,9 +157,9 @@ HELP = {
     "score.contexts": "the contexts with their content label (Parquet) to write",
     "metrics": "answer metric names (convrag.metrics.registry)",
     "judge_prompts": "prompt file of the answer judge",
-    "judge_max_tokens": "maximum new tokens of a judge reply",
+    "judge_max_tokens": "maximum new tokens of a judge reply (default: the judge's own; the rules pass the config's)",
     "content_model": "registry model of the content label (does the context support the answer?)",
-    "content_max_tokens": "maximum new tokens of a content-label reply",
+    "content_max_tokens": "maximum new tokens of a content-label reply (default: the judge's own; the rules pass the config's)",
     "partial_insufficient": "count a partly supporting context as insufficient (default: as sufficient)",
 }
 
@@ -200,9 +200,9 @@ def add_cli(sub) -> None:
     s.add_argument("--top-k", type=int, required=True)
     s.add_argument("--judge-model", default=None)
     s.add_argument("--judge-prompts", default=None)
-    s.add_argument("--judge-max-tokens", type=int, default=8)
+    s.add_argument("--judge-max-tokens", type=int, default=None)
     s.add_argument("--content-model", default=None)
-    s.add_argument("--content-max-tokens", type=int, default=24)
+    s.add_argument("--content-max-tokens", type=int, default=None)
     s.add_argument("--partial-insufficient", action="store_true")
     s.add_argument("--threads", type=int, default=None)
     s.add_argument("--chunk", type=int, default=0, help="this job's chunk (0-based) of --chunks")
