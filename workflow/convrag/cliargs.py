@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 
 
 def json_arg(s: str):
@@ -38,16 +39,13 @@ def sampling_arg(parser, required: bool = False, help: str | None = None) -> Non
                             help="retired: an error that says how to write it in --sampling")
 
 
-SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop")
-
-
 def sampling_flag(block) -> str:
-    """A config block's decoding settings as a rule's ``--sampling '<JSON>'`` (shell-quoted; the
-    keys of ``SAMPLING_KEYS`` it has, others such as a role's ``model`` left out): the rule side of
-    the one carrier, whose defaults are the schema's."""
-    import shlex
+    """A config block's decoding settings as a rule's ``--sampling '<JSON>'`` (shell-quoted; only
+    its decoding keys, ``Sampling.settings``): the rule side of the one carrier, whose defaults are
+    the schema's."""
+    from convrag.llm.types import Sampling
 
-    return "--sampling " + shlex.quote(json.dumps({k: block[k] for k in SAMPLING_KEYS if k in block}, sort_keys=True))
+    return "--sampling " + shlex.quote(json.dumps(Sampling.settings(block), sort_keys=True))
 
 
 def set_threads(n: int | None) -> None:

@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 
+# the keys of a decoding-settings block (config $defs/sampling, --sampling JSON)
+SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop")
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Decoding settings; ``temperature == 0`` means greedy."""
@@ -40,11 +44,17 @@ class Sampling:
         if self.max_tokens < 1:
             raise ValueError(f"Sampling.max_tokens must be >= 1, got {self.max_tokens}")
 
+    @staticmethod
+    def settings(block: Mapping[str, Any]) -> dict[str, Any]:
+        """The decoding keys of a config block (``SAMPLING_KEYS`` it has); others, such as a
+        role's ``model``, are not sampling."""
+        return {k: block[k] for k in SAMPLING_KEYS if k in block}
+
     @classmethod
     def from_config(cls, block: dict) -> "Sampling":
         """From a config block validated by the schema's ``$defs/sampling`` (its defaults are
-        this class's); keys it does not know (a role's ``model``) are not sampling."""
-        return cls(**{k: block[k] for k in ("temperature", "top_p", "max_tokens", "stop") if k in block})
+        this class's)."""
+        return cls(**cls.settings(block))
 
     def to_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "top_p": self.top_p,

@@ -133,8 +133,8 @@ def _sampling_step(torch, rows: list[Request], step, logits):
 
 def thread_budget(env=os.environ) -> int:
     """Torch's intra-op threads: the job's budget (CONVRAG_THREADS, from --threads), else the
-    standard OMP_NUM_THREADS (Snakemake sets it to a job's ``threads``; CI sets 1 for pytest beside
-    its lanes; a list such as '4,2' is ignored), else every core."""
+    standard OMP_NUM_THREADS (Snakemake sets it to a job's ``threads``; a list such as '4,2' is
+    ignored), else every core."""
     for name in ("CONVRAG_THREADS", "OMP_NUM_THREADS"):
         raw = str(env.get(name, "")).strip()
         if raw.isdigit() and int(raw) > 0:
