@@ -1,7 +1,5 @@
 """Table 2 and the condition means on a hand-made score table."""
 
-import json
-
 import pandas as pd
 import pytest
 

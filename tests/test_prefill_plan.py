@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from convrag.llm.backends.transformers_backend import plan_groups

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from convrag.config import REPO_ROOT, load_config
 from convrag.studies.lic_rag import STUDY
