@@ -250,6 +250,59 @@ def test_consecutive_jobs_load_the_model_once_per_node(tmp_path):
     shutil.rmtree(Path(base[node.DIR_ENV]).parent, ignore_errors=True)
 
 
+@pytest.mark.tinymodel
+def test_an_allocations_launcher_owns_the_server_that_its_jobs_share():
+    """Under SLURM the jobs of a group are srun steps of one allocation, and a server a step
+    started would end with the step: the allocation's Snakemake holds a Launcher
+    ($CONVRAG_MODEL_LAUNCHER) that starts it instead. Here this test process is that Snakemake:
+    two jobs (processes of their own) share one server, which is the launcher's child (not the
+    first job's), carries the launcher as its run owner, outlives the job that asked for it, and
+    stops cleanly when the launcher closes."""
+    import shutil
+
+    from convrag import lifeline
+
+    d = _short_dir()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CONVRAG_MODEL_")}
+    env = {**base, node.DIR_ENV: str(d), node.ENV: "node", node.IDLE_ENV: "600", "SLURM_JOB_ID": "4242"}
+    old = os.environ.get(node.DIR_ENV)
+    os.environ[node.DIR_ENV] = str(d)
+    try:
+        launcher = node.Launcher(node.server_dir() / "launcher-4242.sock").start()
+        env[node.LAUNCHER_ENV] = str(launcher.path)
+        first = _job(env)
+        pid = first["info"]["pid"]
+        # the first job has ended; its server runs on, as the launcher's child
+        os.kill(pid, 0)
+        import psutil
+        server = psutil.Process(pid)
+        assert server.ppid() == os.getpid(), "the server is not the launcher's child"
+        assert server.environ().get(lifeline.ENV) == lifeline.token(os.getpid())
+        assert server.environ().get("SLURM_JOB_ID") == "4242"  # the job's environment
+        second = _job(env)
+        assert second["info"]["pid"] == pid and (first["info"]["jobs"], second["info"]["jobs"]) == (1, 2)
+        assert second["texts"] == first["texts"]
+        path = next(d.glob(f"{MODEL}-*.sock"))
+        launcher.close()
+        assert _gone(pid, path), "closing the launcher did not stop its server"
+        log = path.with_suffix(".log").read_text()
+        assert log.count("loaded smollm2-135m (transformers)") == 1 and "signal 15: stopping" in log
+        assert not launcher.path.exists()
+        # it starts model servers and nothing else
+        launcher = node.Launcher(node.server_dir() / "launcher-4243.sock").start()
+        os.environ[node.LAUNCHER_ENV] = str(launcher.path)
+        with pytest.raises(ModelError, match="starts convrag.llm.node servers only"):
+            node.launch([sys.executable, "-c", "print(1)"], d / "x.log")
+        launcher.close()
+    finally:
+        os.environ.pop(node.LAUNCHER_ENV, None)
+        if old is None:
+            os.environ.pop(node.DIR_ENV, None)
+        else:
+            os.environ[node.DIR_ENV] = old
+        shutil.rmtree(d.parent, ignore_errors=True)
+
+
 # ---- the estimate: one load per node ----------------------------------------------------------
 
 

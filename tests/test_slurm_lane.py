@@ -57,6 +57,7 @@ SAME_BYTES = [
     "results/corpora/miniworld/questions_all.jsonl",
 ]
 CLUSTER_RULES = {"prepare_corpus", "select_questions", "build_index", "lic_rag_shard", "lic_rag_simulate"}
+GROUPING_KEYS = ("groups", "group-components", "config")  # profiles/slurm: one engine per model and allocation
 RUN_TIMEOUT_S = 900  # a hung status loop must not hang CI: `timeout -s KILL` (see local-slurm.md)
 
 
@@ -92,6 +93,10 @@ def _test_profile() -> dict:
     """profiles/slurm with the local test cluster's values: same keys, plus what a cluster without
     slurmdbd and accounts needs (docs: ../shared/reference/local-slurm.md)."""
     prof = copy.deepcopy(_cluster_profile())
+    # one job per allocation, each loading its own models (the grouped layout has its own test:
+    # test_grouped_jobs_share_one_engine)
+    for key in GROUPING_KEYS:
+        prof.pop(key, None)
     prof["jobs"] = 4
     prof["latency-wait"] = 5
     prof["default-resources"].pop("slurm_account")
@@ -124,8 +129,15 @@ def test_cluster_profile_is_complete():
     assert {"build_index", "lic_rag_simulate"} <= set(prof["set-resources"])
     text = PROFILE.read_text()
     assert "REPLACE" in text and "gpu_model" in text and "CONVRAG_CACHE_JOURNAL=DELETE" in text
-    # the derived test profile keeps every key of the real one
-    assert set(prof) <= set(_test_profile())
+    # the derived test profile keeps every key of the real one but the grouping (its own test)
+    assert set(prof) - set(GROUPING_KEYS) <= set(_test_profile())
+    # the grouping: every group of a rule the profile names, its size, one job at a time in it
+    groups = dict(g.split("=", 1) for g in prof["groups"])
+    sizes = dict(g.split("=", 1) for g in prof["group-components"])
+    assert set(groups.values()) == set(sizes) and all(int(n) >= 1 for n in sizes.values())
+    assert all(prof["set-resources"][rule]["model_slot"] == 1 for rule in groups)
+    assert prof["resources"] == ["model_slot=1"] and prof["set-resource-scopes"] == ["model_slot=local"]
+    assert "model_server={mode: node}" in prof["config"]
 
 
 def test_cluster_profile_plans_gpu_requests(tmp_path):
@@ -140,11 +152,15 @@ def test_cluster_profile_plans_gpu_requests(tmp_path):
         capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     plan = proc.stdout + proc.stderr
-    resources = dict(re.findall(r"\nrule (\w+):.*?\n    resources: ([^\n]*)", plan, flags=re.S))
+    # a grouped rule's job is printed inside its group job, indented
+    resources = dict(re.findall(r"\n *rule (\w+):.*?\n +resources: ([^\n]*)", plan, flags=re.S))
     # Snakemake < 9.2x prints unevaluated string resources as <TBD> in a dry run
     assert re.search(r"slurm_account=(YOUR_SLURM_ACCOUNT|<TBD>)", resources["lic_rag_simulate"]), resources["lic_rag_simulate"]
     assert "gpu=1, gpu_model=a100" in resources["lic_rag_simulate"], resources["lic_rag_simulate"]
     assert "gpu=0, gpu_model=," in resources["lic_rag_shard"], resources["lic_rag_shard"]
+    # a model's simulate jobs share an allocation (profiles/slurm: groups), one at a time in it
+    assert f"Group job lic_rag_simulate_{GPU_MODEL} " in plan, plan[-3000:]
+    assert "model_slot=1" in resources["lic_rag_simulate"], resources["lic_rag_simulate"]
 
 
 # --- runs ------------------------------------------------------------------------------------
@@ -179,19 +195,21 @@ def _env() -> dict:
             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-def _snakemake(workdir: Path, target: str, *, slurm: bool, n_questions: int = 2) -> subprocess.CompletedProcess:
+def _snakemake(workdir: Path, target: str | list[str], *, slurm: bool, n_questions: int = 2,
+               config: dict | None = None, profile: dict | None = None) -> subprocess.CompletedProcess:
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "config.yaml").write_text(yaml.safe_dump(_config(workdir, n_questions)))
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config or _config(workdir, n_questions)))
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO_ROOT / "Snakefile"),
            "--directory", str(workdir), "--configfile", str(workdir / "config.yaml")]
     if slurm:
         prof_dir = workdir / "profile"
         prof_dir.mkdir(exist_ok=True)
-        (prof_dir / "config.yaml").write_text(yaml.safe_dump(_test_profile(), sort_keys=False))
+        (prof_dir / "config.yaml").write_text(yaml.safe_dump(profile or _test_profile(), sort_keys=False))
         cmd = ["timeout", "-s", "KILL", str(RUN_TIMEOUT_S)] + cmd + ["--workflow-profile", str(prof_dir)]
     else:
         cmd += ["--cores", "2"]  # picks up profiles/default, as a workstation run does
-    proc = subprocess.run(cmd + [target], capture_output=True, text=True, env=_env(), cwd=workdir,
+    targets = [target] if isinstance(target, str) else list(target)
+    proc = subprocess.run(cmd + targets, capture_output=True, text=True, env=_env(), cwd=workdir,
                           timeout=RUN_TIMEOUT_S + 60)
     (workdir / "snakemake.out").write_text(proc.stdout + proc.stderr)
     assert proc.returncode not in (124, 137, -9), f"snakemake killed after {RUN_TIMEOUT_S} s:\n{proc.stderr[-4000:]}"
@@ -206,6 +224,10 @@ def _submitted(workdir: Path) -> dict[str, list[str]]:
     text = "\n".join(p.read_text() for p in logs)
     found: dict[str, list[str]] = {}
     for jobid, logfile in re.findall(r"submitted with SLURM jobid (\d+) \(log: ([^)]*)\)", text):
+        # a group job's log is under slurm_logs/group_<group id>_<rules>/: keyed "group:<that>"
+        if g := re.search(r"slurm_logs/group_([^/]+)/", logfile):
+            found.setdefault(f"group:{g.group(1)}", []).append(jobid)
+            continue
         rule = re.search(r"rule_([A-Za-z0-9_]+)", logfile).group(1)
         found.setdefault(rule, []).append(jobid)
     return found
@@ -284,6 +306,65 @@ def test_failing_job_fails_the_run(tmp_path):
         assert rec["JobState"] == "FAILED" and rec["ExitCode"] != "0:0", rec
     assert "n_questions" in (wd / "results" / "logs" / "select_questions" / "miniworld.log").read_text()
     assert not (wd / "results/datasets/miniworld/questions.jsonl").exists()
+
+
+@needs_slurm
+def test_grouped_jobs_share_one_engine(tmp_path):
+    """profiles/slurm's grouping (issue 47, item 3): two simulate jobs of one GPU model go in one
+    sbatch (one GPU asked for), run one after another in it, and the model loads once: the
+    allocation's Snakemake starts the model server (convrag.llm.node.Launcher) and both jobs,
+    each its own srun step, call it."""
+    import tempfile
+
+    wd = tmp_path / "grouped"
+    wd.mkdir()
+    cfg = _config(wd, n_questions=2)
+    cfg["lic_rag"]["chunk_size"] = 1  # 2 questions: two simulate jobs, chunk0 and chunk1
+    # a short folder: a Unix socket path has at most 107 bytes
+    server_dir = Path(tempfile.mkdtemp(prefix="cms-", dir="/tmp"))
+    cfg["model_server"] = {"dir": str(server_dir), "idle_s": 600}
+    shipped = _cluster_profile()
+    profile = _test_profile()
+    for key in GROUPING_KEYS:
+        profile[key] = shipped[key]
+    assert "model_server={mode: node}" in profile["config"]
+    convs = [CONV.replace("chunk0", f"chunk{i}") for i in (0, 1)]
+    proc = _snakemake(wd, convs, slurm=True, config=cfg, profile=profile)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+
+    submitted = _submitted(wd)
+    groups = {k: v for k, v in submitted.items() if k.startswith("group:")}
+    assert list(groups) == [f"group:lic_rag_simulate_{GPU_MODEL}_lic_rag_simulate"], submitted
+    assert "lic_rag_simulate" not in submitted, submitted  # no simulate job went alone
+    (jobid,) = groups[f"group:lic_rag_simulate_{GPU_MODEL}_lic_rag_simulate"]  # one sbatch for both
+    rec = _scontrol(jobid)
+    assert rec["JobState"] == "COMPLETED" and rec["ExitCode"] == "0:0", rec
+    assert rec.get("TresPerJob") == "gres:gpu:a100:1", rec  # one GPU for the group, not one per job
+    group_log = next((wd / ".snakemake" / "slurm_logs").glob("group_*/**/*.log")).read_text()
+    # the allocation's Snakemake ran both jobs, each as an srun step with a Snakemake of its own
+    # (their output goes to the same log)
+    assert "2 of 2 steps (100%) done" in group_log, group_log[-3000:]
+    assert group_log.count("1 of 1 steps (100%) done") == 2, group_log[-3000:]
+
+    # both jobs were clients of one server, started once; the first loaded it, the second connected
+    served = []
+    for i in (0, 1):
+        log = (wd / "results" / "logs" / "lic_rag" / "simulate" / "miniworld" / GPU_MODEL / "bm25"
+               / f"chunk{i}.log").read_text()
+        m = re.search(r"model server: \S+ served by pid (\d+) on this node .*?job (\d+) of it\)", log)
+        assert m, log[-3000:]
+        served.append((m.group(1), m.group(2)))
+    assert served[0][0] == served[1][0], served
+    assert sorted(j for _, j in served) == ["1", "2"], served
+    server_logs = list(server_dir.glob(f"{GPU_MODEL}-*.log"))
+    assert len(server_logs) == 1, server_logs
+    text = server_logs[0].read_text()
+    assert text.count(f"loaded {GPU_MODEL}") == 1, text[-3000:]
+    assert "stopped" in text, text[-3000:]  # ended with the allocation's Snakemake, cleanly
+    for conv in convs:
+        rows = [line for line in (wd / conv).read_text().splitlines() if line.strip()]
+        assert len(rows) == 1, conv
+    shutil.rmtree(server_dir, ignore_errors=True)
 
 
 # --- a paper config in miniature through SLURM (issue 44, item 4) ------------------------------

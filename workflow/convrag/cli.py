@@ -685,7 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs-per-load", type=int, default=1,
                    help="consecutive jobs of a kind and model that share one loaded engine on a node (config "
                         "model_server.mode: node; convrag.llm.node): GPU-hours count one load per that many jobs "
-                        "(default 1: every job loads its models, as separate SLURM allocations do)")
+                        "(default 1: every job loads its models; profiles/slurm groups 3 jobs to an allocation)")
     s.add_argument("--json", action="store_true", help="print the full estimate as JSON")
     s.add_argument("--out", default=None, help="write to this file instead of stdout")
 

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import sys
 
 from convrag.data.benchmarks import benchmark_corpora, benchmark_loader
 from convrag.data.download import MIRROR_ENV
@@ -70,14 +71,17 @@ for _var, _value in (
 
 # Local models served once per node (config model_server; convrag.llm.node reads it in each job):
 # set or cleared from the config by the main process of a local run, whose jobs share the node.
-# A cluster executor's jobs are allocations of their own (a server would end with the job that
-# started it, or linger on a GPU the next allocation is given), so there every job loads its
-# models itself; the Snakemake processes inside jobs keep what they inherited.
+# A cluster executor's job is an allocation of its own: its Snakemake (remote mode) runs the
+# allocation's jobs (one, or a group of one model's jobs: profiles/slurm) as srun steps, and a
+# server a step started would end with that step. So under SLURM that Snakemake holds a launcher
+# that starts the servers as its own children: they serve the group's consecutive jobs and end
+# with the allocation. Another cluster executor: every job loads its models itself.
 _SERVE = config["model_server"]["mode"] == "node"
-if not (workflow.remote_exec or workflow.subprocess_exec):
-    _local_run = workflow.local_exec
+
+
+def _set_model_server_env(serve):
     for _var, _value in (
-        (MODEL_SERVER_ENV, "node" if _SERVE and _local_run else ""),
+        (MODEL_SERVER_ENV, "node" if serve else ""),
         (MODEL_SERVER_IDLE_ENV, str(config["model_server"]["idle_s"])),
         (MODEL_SERVER_DIR_ENV, config["model_server"]["dir"] or ""),
     ):
@@ -85,13 +89,31 @@ if not (workflow.remote_exec or workflow.subprocess_exec):
             os.environ[_var] = _value
         else:
             os.environ.pop(_var, None)
-    if _SERVE and not _local_run:
-        from snakemake.logging import logger
 
-        logger.warning(
-            "model_server.mode: node applies to local runs only (one Snakemake on a node): "
-            "on this executor every job loads its models itself"
-        )
+
+def _executor_named():
+    """The --executor of this Snakemake's command line: while the Snakefile is parsed Snakemake has
+    not set its executor yet (workflow.local_exec reads True on every executor until onstart).
+    """
+    argv = sys.argv
+    for i, a in enumerate(argv):
+        if a in ("--executor", "-e") and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--executor="):
+            return a.split("=", 1)[1]
+    return ""
+
+
+if not (workflow.remote_exec or workflow.subprocess_exec):
+    _set_model_server_env(False)  # set in onstart, where the executor is known
+elif _executor_named() == "slurm-jobstep":
+    # the allocation's Snakemake (its batch step; each job's own Snakemake inside an srun step
+    # runs the local executor): the steps, the group's jobs, inherit what is set here
+    _set_model_server_env(_SERVE)
+    if _SERVE:
+        from convrag.llm.node import allocation_launcher
+
+        allocation_launcher()
 
 # A download mirror (config download_mirror; convrag.data.download reads it in each job), set or
 # cleared from the config on every run as the cache settings above.
@@ -107,7 +129,8 @@ claim_run(
 )
 
 # Warm start (convrag.warm): a local run forks each `convrag` job from one server that has the
-# heavy libraries imported (3-6 s less per model job); never on a cluster executor.
+# heavy libraries imported (3-6 s less per model job); never on a cluster executor (started in
+# onstart, where the executor is known: a SLURM job on the submitting host must not fork from it).
 WARM = RunServer(
     config["warm_start"]
     and workflow.local_exec
@@ -117,11 +140,19 @@ WARM = RunServer(
 
 
 onstart:
-    WARM.start()
-    if workflow.local_exec and not (
-        workflow.remote_exec or workflow.subprocess_exec
-    ):
+    # the main process, its executor known now: a local run's jobs share the node's model
+    # servers and fork from the warm server; a cluster executor's jobs run elsewhere
+    if workflow.local_exec:
+        _set_model_server_env(_SERVE)
+        WARM.start()
         end_jobs_on_signal()
+    elif _SERVE and getattr(workflow.executor_plugin, "name", "") != "slurm":
+        from snakemake.logging import logger
+
+        logger.warning(
+            "model_server.mode: node applies to local runs and SLURM allocations: on this "
+            "executor every job loads its models itself"
+        )
 
 
 onsuccess:

@@ -22,6 +22,13 @@ $CONVRAG_MODEL_SERVER_IDLE seconds without a connected job (default 300), on SIG
 (the end of a SLURM allocation), and when the local Snakemake run that started it ends
 (convrag.lifeline). Calls of several jobs at once are answered one at a time, as one job's
 threads already are (convrag.llm.engine).
+
+Under SLURM (profiles/slurm) the jobs of one model are grouped, a few to an allocation, and the
+allocation's own Snakemake runs them one after another, each as its own ``srun`` step. A server
+started by a step would end with that step (its processes are the step's), so there the
+allocation's Snakemake holds a ``Launcher`` ($CONVRAG_MODEL_LAUNCHER): a job asks it to start the
+server, which then belongs to the allocation's batch step, outlives the step that asked, serves
+the next job of the group and ends with the allocation (or when idle).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ import time
 import traceback
 from pathlib import Path
 
+from convrag import lifeline
 from convrag.errors import ConfigError, ModelError
 from convrag.llm.registry import ModelSpec
 from convrag.llm.types import Request, Response
@@ -47,6 +55,7 @@ from convrag.llm.types import Request, Response
 ENV = "CONVRAG_MODEL_SERVER"  # "node": local models are served per node (config model_server.mode)
 DIR_ENV = "CONVRAG_MODEL_SERVER_DIR"  # where the sockets live (config model_server.dir)
 IDLE_ENV = "CONVRAG_MODEL_SERVER_IDLE"  # seconds without a job before the server stops
+LAUNCHER_ENV = "CONVRAG_MODEL_LAUNCHER"  # a SLURM allocation's launcher socket (Launcher)
 DEFAULT_IDLE_S = 300.0
 MODES = ("off", "node")
 LOCAL_BACKENDS = ("vllm", "transformers")
@@ -183,25 +192,30 @@ class NodeBackend:
         spec_file = self.path.with_suffix(".spec.json")
         spec_file.write_text(json.dumps(self.spec.to_dict()), encoding="utf-8")
         log = self.path.with_suffix(".log")
-        with open(log, "ab") as out:
-            # its own session, no inherited stdout: the job's pipes close when the job ends
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "convrag.llm.node", "--spec", str(spec_file), "--socket", str(self.path),
-                 "--key", self.key, "--idle-s", str(idle_seconds())],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                close_fds=True)
+        argv = [sys.executable, "-m", "convrag.llm.node", "--spec", str(spec_file), "--socket", str(self.path),
+                "--key", self.key, "--idle-s", str(idle_seconds())]
+        if os.environ.get(LAUNCHER_ENV):
+            # a SLURM allocation: the allocation's Snakemake starts it, so it outlives this step
+            started = launch(argv, log)
+            poll, stop = started.poll, started.terminate
+        else:
+            with open(log, "ab") as out:
+                # its own session, no inherited stdout: the job's pipes close when the job ends
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                        start_new_session=True, close_fds=True)
+            poll, stop = proc.poll, proc.terminate
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.path.exists():
                 conn = self._try()
                 if conn is not None:
                     return conn
-            if proc.poll() is not None:
+            if (rc := poll()) is not None:
                 tail = log.read_text(encoding="utf-8", errors="replace")[-3000:]
-                raise ModelError(f"{self.spec.name}: the node's model server exited ({proc.returncode}) before "
+                raise ModelError(f"{self.spec.name}: the node's model server exited ({rc}) before "
                                  f"listening; its log {log} ends:\n{tail}")
             time.sleep(0.2)
-        proc.terminate()
+        stop()
         raise ModelError(f"{self.spec.name}: the node's model server did not listen within {timeout_s:.0f} s "
                          f"(log {log})")
 
@@ -231,6 +245,149 @@ class NodeBackend:
         """The job's connection ends; the server stays for the next job."""
         with contextlib.suppress(Exception):
             self.conn.close()
+
+
+# ---- a SLURM allocation's launcher ----------------------------------------------------------
+
+
+class Launcher:
+    """Starts model servers for the steps of one SLURM allocation (the allocation's Snakemake
+    holds it; profiles/slurm groups a model's jobs into one allocation). A server a step started
+    itself would be one of the step's processes and end with it; started here, it belongs to the
+    allocation's batch step, so the next step (the group's next job) finds it loaded. The servers
+    end when this process stops them (``close``, at the Snakemake's exit), when idle, or with
+    the allocation."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.procs: list[subprocess.Popen] = []
+        self._lock = threading.Lock()
+        self._listener = None
+
+    def start(self) -> "Launcher":
+        from multiprocessing.connection import Listener
+
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        self._listener = Listener(str(self.path), family="AF_UNIX", authkey=_launcher_key())
+        threading.Thread(target=self._accept, name="model-server-launcher", daemon=True).start()
+        return self
+
+    def _accept(self) -> None:
+        from multiprocessing import AuthenticationError
+
+        while True:
+            try:
+                conn = self._listener.accept()
+            except AuthenticationError:
+                continue
+            except OSError:  # closed
+                return
+            threading.Thread(target=self._handle, args=(conn,), name="model-server-launch", daemon=True).start()
+
+    def _handle(self, conn) -> None:
+        """One job's request: ``("start", argv, env, log)``, answered with the pid; then
+        ``("poll",)`` answered with the exit status (None while it runs), ``("stop",)``."""
+        proc = None
+        try:
+            while True:
+                msg = conn.recv()
+                if msg[0] == "start":
+                    _, argv, env, log = msg
+                    if argv[1:3] != ["-m", "convrag.llm.node"]:  # starts model servers, nothing else
+                        conn.send(("error", "the launcher starts convrag.llm.node servers only"))
+                        continue
+                    # the allocation's Snakemake owns the server (convrag.lifeline): it ends with it
+                    env = {**env, lifeline.ENV: lifeline.token(os.getpid()) or ""}
+                    with open(log, "ab") as out:
+                        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                                stderr=subprocess.STDOUT, close_fds=True)
+                    with self._lock:
+                        self.procs.append(proc)
+                    conn.send(("pid", proc.pid))
+                elif msg[0] == "poll":
+                    conn.send(("rc", None if proc is None else proc.poll()))
+                elif msg[0] == "stop" and proc is not None:
+                    proc.terminate()
+                    conn.send(("rc", None))
+        except (EOFError, OSError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def close(self, wait_s: float = 30.0) -> None:
+        """Stop listening and stop every server started here (SIGTERM: they close cleanly)."""
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                self._listener.close()
+            self._listener = None
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        with self._lock:
+            procs = list(self.procs)
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        deadline = time.monotonic() + wait_s
+        for p in procs:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _launcher_key() -> bytes:
+    # as _authkey: the folder's mode keeps other users out; this keeps other programs out
+    return f"convrag-launcher-{os.getuid()}".encode()
+
+
+def allocation_launcher() -> Launcher:
+    """The launcher of this SLURM allocation, started and named in the environment
+    ($CONVRAG_MODEL_LAUNCHER) for the steps this process runs; stopped at this process's exit."""
+    import atexit
+
+    jobid = os.environ.get("SLURM_JOB_ID", "")
+    if not jobid:
+        raise ConfigError("a model-server launcher belongs to a SLURM allocation ($SLURM_JOB_ID is not set)")
+    launcher = Launcher(server_dir() / f"launcher-{jobid}-{os.getpid()}.sock").start()
+    os.environ[LAUNCHER_ENV] = str(launcher.path)
+    atexit.register(launcher.close)
+    return launcher
+
+
+class _Launched:
+    """A server started through the allocation's launcher: ``poll`` and ``terminate`` as a Popen."""
+
+    def __init__(self, conn, pid: int):
+        self.conn, self.pid = conn, pid
+
+    def poll(self):
+        self.conn.send(("poll",))
+        return self.conn.recv()[1]
+
+    def terminate(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.send(("stop",))
+            self.conn.recv()
+
+
+def launch(argv: list[str], log: Path) -> _Launched:
+    """Ask the allocation's launcher ($CONVRAG_MODEL_LAUNCHER) to start ``argv`` with this job's
+    environment (its GPUs, threads and paths)."""
+    from multiprocessing.connection import Client
+
+    path = os.environ[LAUNCHER_ENV]
+    try:
+        conn = Client(path, family="AF_UNIX", authkey=_launcher_key())
+    except (FileNotFoundError, ConnectionRefusedError) as e:
+        raise ModelError(f"the allocation's model-server launcher {path} (${LAUNCHER_ENV}) does not answer "
+                         f"({type(e).__name__}): was this job started by the allocation's Snakemake?") from e
+    conn.send(("start", argv, dict(os.environ), str(log)))
+    kind, value = conn.recv()
+    if kind != "pid":
+        raise ModelError(f"the allocation's model-server launcher refused to start the server: {value}")
+    return _Launched(conn, value)
 
 
 # ---- the server -----------------------------------------------------------------------------
@@ -357,8 +514,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m convrag.llm.node --spec FILE --socket PATH --key KEY --idle-s S``: started by
     the first job that needs the model (NodeBackend); not meant to be run by hand."""
     import argparse
-
-    from convrag import lifeline
 
     p = argparse.ArgumentParser(prog="python -m convrag.llm.node", description=__doc__.split("\n\n")[0])
     p.add_argument("--spec", required=True, help="the model's registry entry as JSON (a file)")
