@@ -167,3 +167,40 @@ def test_evaluate_cli_other_judges_same_weights_agree(tmp_path):
     assert (acc["pairwise_judge:smollm2-135m-b"]["calls"], acc["pairwise_judge:smollm2-135m-b"]["cache_hits"]) == (0, 4)
     verdicts = [json.loads(x) for x in (tmp_path / "v.jsonl").read_text().splitlines()]
     assert sum(v.get("judge_model") == "smollm2-135m-b" for v in verdicts) == 4
+
+
+def test_coral_budgets_are_defined_once_and_match_the_schema():
+    """The CLI leaves --nli/--compare/--compress-max-tokens unset by default: the nli_entailment
+    and pairwise judges' own budgets and COMPRESS_MAX_TOKENS apply, and they are the schema's
+    defaults, which the rules pass (issue 46: one definition of each default)."""
+    import yaml
+
+    from convrag.config import REPO_ROOT
+    from convrag.metrics.citation import NLI_JUDGE
+    from convrag.studies.coral.framework import COMPRESS_MAX_TOKENS
+    from convrag.studies.coral.judges import PAIRWISE
+
+    schema = yaml.safe_load((REPO_ROOT / "workflow" / "schemas" / "studies" / "coral.schema.yaml").read_text())
+    text = yaml.safe_dump(schema)
+
+    def default(key):
+        found = []
+
+        def walk(node):
+            if isinstance(node, dict):
+                for k, v in node.items():
+                    if k == key and isinstance(v, dict) and "default" in v:
+                        found.append(v["default"])
+                    walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v)
+        walk(schema)
+        assert len(found) == 1, (key, found)
+        return found[0]
+
+    assert default("nli_max_tokens") == NLI_JUDGE.max_tokens == 8
+    assert default("compare_max_tokens") == PAIRWISE.max_tokens == 4
+    assert "compression" in text and COMPRESS_MAX_TOKENS == 128
+    comp = schema["properties"]["compression"]["properties"]["max_tokens"]
+    assert comp["default"] == COMPRESS_MAX_TOKENS

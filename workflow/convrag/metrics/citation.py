@@ -509,7 +509,7 @@ def nli_messages(prompts: Mapping, item: Mapping) -> list[dict]:
 
 NLI_JUDGE = register_judge(Judge(
     name="nli_entailment", prompt=NLI_PROMPT, unit="turn", fields=("premise", "hypothesis"),
-    messages=nli_messages, parse=parse_yes_no, labels=("yes", "no"), max_tokens=4,
+    messages=nli_messages, parse=parse_yes_no, labels=("yes", "no"), max_tokens=8,  # coral's nli_max_tokens
 ))
 
 

@@ -107,8 +107,11 @@ def cmd_answer(a):
             with open(a.compress_prompts, encoding="utf-8") as fh:
                 cprompts = yaml.safe_load(fh)
             shown = {t.task_id: [dict(p) for p in _as_dicts(passages[t.task_id])] for t in tasks}
+            from convrag.studies.coral.framework import COMPRESS_MAX_TOKENS
+
+            budget = a.compress_max_tokens or COMPRESS_MAX_TOKENS
             passages, compression = compress(job.engine(a.compress_model, role="compressor"), queries, shown, cprompts,
-                                             Sampling(temperature=0.0, max_tokens=a.compress_max_tokens), seed=a.seed)
+                                             Sampling(temperature=0.0, max_tokens=budget), seed=a.seed)
         records, report = answer(reader, tasks, passages, a.strategy, prompts, sampling=sampling, seed=a.seed,
                                  max_history_turns=a.max_history_turns, summary_engine=summariser,
                                  summaries_by_task=summary_map, summary_report=summary_report)
@@ -345,7 +348,8 @@ def add_cli(sub) -> None:
     s.add_argument("--retrieval-label", default=None, help="Table 3's retrieval column")
     s.add_argument("--compress-model", default=None, help="f_p: the registry model that compresses each passage")
     s.add_argument("--compress-prompts", default=None)
-    s.add_argument("--compress-max-tokens", type=int, default=128)
+    s.add_argument("--compress-max-tokens", type=int, default=None,
+                   help="default: convrag.studies.coral.framework.COMPRESS_MAX_TOKENS (128)")
     s.add_argument("--summary-model", default=None, help="llm_summary: the registry model that summarises")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--threads", type=int, default=None)
@@ -358,12 +362,12 @@ def add_cli(sub) -> None:
         s.add_argument(f"--{k}", required=True)
     s.add_argument("--nli", choices=("llm", "true_t5"), default="llm",
                    help="entailment by the --nli-model LLM prompt, or by TRUE-T5 as ALCE (the paper config)")
-    s.add_argument("--nli-max-tokens", type=int, default=8)
+    s.add_argument("--nli-max-tokens", type=int, default=None, help="default: the nli_entailment judge's own (8)")
     s.add_argument("--at-most-citations", type=int, default=3)
     s.add_argument("--first-line", action="store_true", help="score only the first line of a response (ALCE)")
     s.add_argument("--compare-model", default=None, help="registry model of the win / draw / lose judge (none: "
                                                           "no comparison)")
-    s.add_argument("--compare-max-tokens", type=int, default=4)
+    s.add_argument("--compare-max-tokens", type=int, default=None, help="default: the pairwise judge's own (4)")
     s.add_argument("--judges", nargs="*", default=[], help="with --compare-model: other registry models that judge "
                                                           "the same pairs (Figure 5's judge comparison)")
     s.add_argument("--threads", type=int, default=None)

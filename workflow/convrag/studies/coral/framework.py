@@ -92,6 +92,9 @@ def retrieval_label(strategy: str, mode: str, *, rewrite_source: str = "model", 
     return strategy
 
 
+COMPRESS_MAX_TOKENS = 128  # a compressed passage's budget when none is named (the schema's default too)
+
+
 def compression_label(model: str | None) -> str:
     """The ``compression`` column: the f_p model, or "none"."""
     return model or "none"
