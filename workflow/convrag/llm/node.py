@@ -307,8 +307,9 @@ class Launcher:
                     conn.send(("pid", proc.pid))
                 elif msg[0] == "poll":
                     conn.send(("rc", None if proc is None else proc.poll()))
-                elif msg[0] == "stop" and proc is not None:
-                    proc.terminate()
+                elif msg[0] == "stop":
+                    if proc is not None:
+                        proc.terminate()
                     conn.send(("rc", None))
         except (EOFError, OSError):
             pass
@@ -363,8 +364,12 @@ class _Launched:
         self.conn, self.pid = conn, pid
 
     def poll(self):
-        self.conn.send(("poll",))
-        return self.conn.recv()[1]
+        try:
+            self.conn.send(("poll",))
+            return self.conn.recv()[1]
+        except (EOFError, OSError) as e:
+            raise ModelError(f"the allocation's model-server launcher went away while the server (pid {self.pid}) "
+                             f"was starting ({type(e).__name__}): did the allocation's Snakemake end?") from e
 
     def terminate(self) -> None:
         with contextlib.suppress(Exception):
