@@ -319,12 +319,7 @@ class Launcher:
 
     def close(self, wait_s: float = 30.0) -> None:
         """Stop listening and stop every server started here (SIGTERM: they close cleanly)."""
-        if self._listener is not None:
-            with contextlib.suppress(Exception):
-                self._listener.close()
-            self._listener = None
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        self._listener = _stop_listening(self._listener, self.path)
         with self._lock:
             procs = list(self.procs)
         for p in procs:
@@ -336,6 +331,16 @@ class Launcher:
                 p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def _stop_listening(listener, path: Path) -> None:
+    """Close ``listener`` (if any) and remove its socket file; returns None for the attribute."""
+    if listener is not None:
+        with contextlib.suppress(Exception):
+            listener.close()
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    return None
 
 
 def _launcher_key() -> bytes:
@@ -477,12 +482,7 @@ class NodeServer:
     def close(self) -> None:
         """Stop listening (the socket file goes) and release the model."""
         self.stopping.set()
-        if self._listener is not None:
-            with contextlib.suppress(Exception):
-                self._listener.close()
-            self._listener = None
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        self._listener = _stop_listening(self._listener, self.path)
         if self.backend is not None and hasattr(self.backend, "close"):
             with contextlib.suppress(Exception):
                 self.backend.close()
