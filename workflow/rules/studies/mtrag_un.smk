@@ -223,6 +223,9 @@ rule mtrag_un_evaluate:
 rule mtrag_un_human_eval:
     input:
         evaluations=mtrag_wiring.human_input(config, from_repo),
+        # the judges' prompt files it reads (--prompt-files): an official prompt is downloaded
+        # by mtrag_un_official_prompt, which must finish first
+        prompt_files=list(mtrag_wiring.judge_prompt_files(config, L).values()),
     output:
         scores=mtrag_paths.human_scores(L),
         verdicts=mtrag_paths.human_scores(L, "verdicts.jsonl"),
