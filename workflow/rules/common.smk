@@ -123,7 +123,9 @@ else:
     os.environ.pop(MIRROR_ENV, None)
 
 # Every job (and the warm server) of a local run ends when this Snakemake process does, however
-# it ends (convrag.lifeline): the main process of a local run names itself in the environment.
+# it ends (convrag.lifeline): the main process names itself in the environment (while the
+# Snakefile is parsed its executor is not known yet; a cluster job on another host ignores an
+# owner of the submitting host, and its own Snakemake clears it).
 claim_run(
     workflow.local_exec and not (workflow.remote_exec or workflow.subprocess_exec)
 )
@@ -131,10 +133,8 @@ claim_run(
 # Warm start (convrag.warm): a local run forks each `convrag` job from one server that has the
 # heavy libraries imported (3-6 s less per model job); never on a cluster executor (started in
 # onstart, where the executor is known: a SLURM job on the submitting host must not fork from it).
-WARM = RunServer(
-    config["warm_start"]
-    and workflow.local_exec
-    and not (workflow.remote_exec or workflow.subprocess_exec),
+WARM = RunServer(  # started in onstart, on a local executor only
+    config["warm_start"] and not (workflow.remote_exec or workflow.subprocess_exec),
     log_path=L.log("convrag-warm.log"),
 )
 

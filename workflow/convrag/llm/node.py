@@ -274,16 +274,7 @@ class Launcher:
         return self
 
     def _accept(self) -> None:
-        from multiprocessing import AuthenticationError
-
-        while True:
-            try:
-                conn = self._listener.accept()
-            except AuthenticationError:
-                continue
-            except OSError:  # closed
-                return
-            threading.Thread(target=self._handle, args=(conn,), name="model-server-launch", daemon=True).start()
+        _accept_loop(self._listener, self._handle, "model-server-launch")
 
     def _handle(self, conn) -> None:
         """One job's request: ``("start", argv, env, log)``, answered with the pid; then
@@ -331,6 +322,21 @@ class Launcher:
                 p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def _accept_loop(listener, handle, name: str, stopping: threading.Event | None = None) -> None:
+    """Each connection ``listener`` accepts is handled on a thread of its own until the listener
+    is closed (or ``stopping`` is set); a client with the wrong key is turned away."""
+    from multiprocessing import AuthenticationError
+
+    while stopping is None or not stopping.is_set():
+        try:
+            conn = listener.accept()
+        except AuthenticationError:
+            continue
+        except OSError:  # the listener was closed
+            return
+        threading.Thread(target=handle, args=(conn,), name=name, daemon=True).start()
 
 
 def _stop_listening(listener, path: Path) -> None:
@@ -468,16 +474,7 @@ class NodeServer:
                 self.last = time.monotonic()
 
     def _accept(self) -> None:
-        from multiprocessing import AuthenticationError
-
-        while not self.stopping.is_set():
-            try:
-                conn = self._listener.accept()
-            except AuthenticationError:
-                continue
-            except OSError:  # the listener was closed: stopping
-                break
-            threading.Thread(target=self._handle, args=(conn,), name="model-server-job", daemon=True).start()
+        _accept_loop(self._listener, self._handle, "model-server-job", self.stopping)
 
     def close(self) -> None:
         """Stop listening (the socket file goes) and release the model."""
