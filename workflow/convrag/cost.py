@@ -78,10 +78,6 @@ class Tokens:
     backend_prompt_tokens: float = 0.0
     backend_completion_tokens: float = 0.0
 
-    @classmethod
-    def from_accounting(cls, d: dict) -> "Tokens":
-        return cls(**{f.name: float(d.get(f.name, 0) or 0) for f in fields(cls)})
-
     def add(self, other: "Tokens", scale: float = 1.0) -> "Tokens":
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + scale * getattr(other, f.name))

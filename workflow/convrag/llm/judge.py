@@ -56,7 +56,7 @@ def run_judge(judge: Judge, items: list[dict], engine, prompts: dict, max_tokens
               desc: str | None = None) -> list[dict]:
     """One verdict per item, in order (see the module doc)."""
     out, todo = [], {}  # prompt -> the verdicts waiting for it (identical prompts asked once)
-    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens or judge.max_tokens)
+    sampling = Sampling(max_tokens=max_tokens or judge.max_tokens)
     for i, it in enumerate(items):
         missing = [f for f in judge.fields if f not in it]
         if missing:

@@ -151,7 +151,7 @@ def _llm_rewrite(states, llm=None, prompts: dict | None = None, max_tokens: int 
     if llm is None or prompts is None:
         raise ConfigError("query policy 'llm_rewrite' needs an LLM and its prompt file")
     # the policy's decoding: greedy, one line; only the budget is the caller's
-    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens or REWRITE_MAX_TOKENS, stop=("\n",))
+    sampling = Sampling(max_tokens=max_tokens or REWRITE_MAX_TOKENS, stop=("\n",))
     reqs = [Request(messages=rewrite_messages(s, prompts), sampling=sampling) for s in states]
     out = PolicyResult([], raw=[])
     for s, r in zip(states, llm.generate(reqs, desc="rewrite queries")):

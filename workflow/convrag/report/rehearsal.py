@@ -24,11 +24,42 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from convrag.errors import ConfigError, DataError
 
 RESOLVED, UNAVAILABLE, UNRESOLVED, AMBIGUOUS = "resolved", "unavailable", "unresolved", "ambiguous"
+
+
+# --- drawing helpers the studies' calibrated rehearsals share: a published mean or count is hit
+# exactly, with a spread, so its rehearsed interval is not degenerate.
+
+def half_up(x: float) -> int:
+    """``x`` rounded to an integer, halves up (Python's ``round`` rounds halves to even)."""
+    return int(np.floor(x + 0.5))
+
+
+def paired(n: int, mean: float, half: float, rng) -> np.ndarray:
+    """``n`` values whose mean is ``mean`` (to float rounding): pairs ``mean +- d`` with ``d``
+    uniform in [0, half], in random order (an odd one out is the mean itself)."""
+    d = rng.uniform(0.0, half, size=n // 2)
+    return rng.permutation(np.concatenate([mean + d, mean - d, [mean] * (n % 2)]))
+
+
+def paired_ints(n: int, mean: float, half: int, rng, low: int = 0) -> np.ndarray:
+    """``n`` integers summing to ``half_up(n * mean)``: floor / ceiling of the mean, then paired
+    integer deviations of at most ``half`` (kept at or above ``low``), in random order."""
+    total = half_up(n * mean)
+    base = total // n
+    vals = np.full(n, base, dtype=int)
+    vals[: total - base * n] += 1
+    half = max(0, min(half, base - low))
+    if half:
+        d = rng.integers(0, half + 1, size=n // 2)
+        vals[: n // 2] += d
+        vals[n // 2: 2 * (n // 2)] -= d
+    return rng.permutation(vals)
 
 
 def rehearse(study, config: dict, out_dir, *, questions: int = 4, runs: int = 2, seed: int = 0,

@@ -211,11 +211,6 @@ class LuceneBM25Retriever(Retriever):
             self._analyze = LuceneAnalyzer()
         return self._analyze(text)
 
-    def query_vector(self, text: str) -> list[tuple[int, float]]:
-        """The query's LuceneBM25Model-weighted bag of words (tokens not in the corpus dropped)."""
-        bow = self.dictionary.doc2bow(self.analyze(text))
-        return self.model[bow] if bow else []
-
     def scores(self, vectors: list[list[tuple[int, float]]]) -> np.ndarray:
         """documents x queries float32 scores of weighted query vectors, computed as gensim's
         ``SparseMatrixSimilarity.get_similarities`` does (index CSR times the float32 query CSC)."""

@@ -40,7 +40,7 @@ from convrag.retrieval.base import (
 from convrag.retrieval.graph.kg import KnowledgeGraph, normalize_entity
 
 PROMPT_DIR = PROMPTS_DIR / "graph"
-GREEDY = Sampling(temperature=0.0, top_p=1.0, max_tokens=64)
+GREEDY = Sampling(max_tokens=64)
 
 
 @functools.lru_cache(maxsize=None)
@@ -70,7 +70,7 @@ def new_costs(n: int) -> list[QueryCost]:
 def query_entities(engine, queries: list[str], costs: list[QueryCost], max_tokens: int = 48) -> list[list[str] | None]:
     """LLM named entities per query (one batched call); None where the output was not JSON."""
     prompt = load_prompt("query_ner")
-    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens)
+    sampling = Sampling(max_tokens=max_tokens)
     per_query = [[Request(few_shot(prompt, query=q), sampling=sampling)] for q in queries]
     out = []
     for resps, cost in zip(batched_llm(engine, per_query, costs, desc=None), costs):

@@ -180,7 +180,7 @@ class HippoRAG2Retriever(Retriever):
         per_query = []
         if p["filter"]:
             prompt = load_prompt(PROMPT)
-            sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=p["filter_max_tokens"])
+            sampling = Sampling(max_tokens=p["filter_max_tokens"])
             for q, c in zip(queries, cands):
                 listing = "\n".join(f"{j + 1}. {self.fact_text(t)}" for j, t in enumerate(c))
                 per_query.append([Request(few_shot(prompt, question=q, facts=listing), sampling=sampling)] if c else [])

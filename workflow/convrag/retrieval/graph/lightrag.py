@@ -193,7 +193,7 @@ class LightRAGRetriever(Retriever):
     # ---- step 1: keywords (one batched LLM call) -----------------------------------------
     def keywords(self, queries: list[str], costs: list[QueryCost]) -> list[tuple[list[str], list[str]]]:
         prompt = common.load_prompt(PROMPT)
-        sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=self.p["keyword_max_tokens"])
+        sampling = Sampling(max_tokens=self.p["keyword_max_tokens"])
         per_query = [[Request(common.few_shot(prompt, query=q), sampling=sampling)] for q in queries]
         out = []
         for q, resps, cost in zip(queries, batched_llm(self.engine, per_query, costs), costs):

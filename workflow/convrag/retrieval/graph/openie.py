@@ -137,7 +137,7 @@ def ground(ex: dict, passage) -> tuple[dict, int, int]:
 
 def openie_requests(passages, max_tokens: int) -> list[Request]:
     prompt = load_prompt(PROMPT)
-    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=max_tokens)
+    sampling = Sampling(max_tokens=max_tokens)
     return [Request(few_shot(prompt, title=p.title, passage=p.text), sampling=sampling) for p in passages]
 
 

@@ -104,8 +104,8 @@ DECISIONS = ("continue", "enough", "backtrack")
 
 _MIN = {"max_hops": 1, "width": 1, "max_backtracks": 0, "max_relations": 1, "max_topic_entities": 1,
         "memory_triples": 0, "prompt_passages": 0, "passage_chars": 1}
-PLAN_SAMPLING = Sampling(temperature=0.0, top_p=1.0, max_tokens=64)
-REFLECT_SAMPLING = Sampling(temperature=0.0, top_p=1.0, max_tokens=40)
+PLAN_SAMPLING = Sampling(max_tokens=64)
+REFLECT_SAMPLING = Sampling(max_tokens=40)
 
 
 def build(corpus_path, out_dir, params: dict | None, llm=None, graph_dir=None) -> None:

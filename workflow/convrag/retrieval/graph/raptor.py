@@ -285,7 +285,7 @@ def build(corpus_path, out_dir, params: dict | None, llm=None, graph_dir=None) -
 def build_tree(doc_ids: list[str], texts: list[str], p: dict, engine) -> tuple[dict, np.ndarray, dict]:
     """The tree as plain data, its node embeddings and the build record (see module doc)."""
     prompt = common.load_prompt(PROMPT)
-    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=p["summary_max_tokens"])
+    sampling = Sampling(max_tokens=p["summary_max_tokens"])
     nodes = [{"level": 0, "children": [], "doc_id": d, "text": t} for d, t in zip(doc_ids, texts)]
     embs = [common.encode(list(texts), _emb_params(p))]
     levels = [list(range(len(nodes)))]

@@ -111,8 +111,8 @@ def check_link_score(name: str, p: dict) -> None:
     v = p["min_link_score"]
     if not isinstance(v, (int, float)) or isinstance(v, bool) or not -1.0 <= v <= 1.0:
         raise ConfigError(f"retriever '{name}': min_link_score must be a number in [-1, 1], got {v!r}")
-RELATION_SAMPLING = Sampling(temperature=0.0, top_p=1.0, max_tokens=24)
-YESNO_SAMPLING = Sampling(temperature=0.0, top_p=1.0, max_tokens=12)
+RELATION_SAMPLING = Sampling(max_tokens=24)
+YESNO_SAMPLING = Sampling(max_tokens=12)
 
 
 # ---- params, build, load (shared with pog) ------------------------------------------------

@@ -111,7 +111,7 @@ def cmd_answer(a):
 
             budget = a.compress_max_tokens or COMPRESS_MAX_TOKENS
             passages, compression = compress(job.engine(a.compress_model, role="compressor"), queries, shown, cprompts,
-                                             Sampling(temperature=0.0, max_tokens=budget), seed=a.seed)
+                                             Sampling(max_tokens=budget), seed=a.seed)
         records, report = answer(reader, tasks, passages, a.strategy, prompts, sampling=sampling, seed=a.seed,
                                  max_history_turns=a.max_history_turns, summary_engine=summariser,
                                  summaries_by_task=summary_map, summary_report=summary_report)

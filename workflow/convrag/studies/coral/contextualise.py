@@ -83,7 +83,7 @@ __all__ = [
 
 PROMPT_FILE = REPO_ROOT / "resources" / "prompts" / "coral" / "contextualise.yaml"
 # The paper's decoding: temperature 0.7, at most 64 tokens, one line.
-PAPER_SAMPLING = Sampling(temperature=0.7, top_p=1.0, max_tokens=64, stop=("\n",))
+PAPER_SAMPLING = Sampling(temperature=0.7, max_tokens=64, stop=("\n",))
 MAX_TRIES = 5
 MIN_TEXT_CHARS = 10
 _FLOW_CODE = {v: k for k, v in FLOWS.items()}  # "LDS" -> "a", as the released ids letter them

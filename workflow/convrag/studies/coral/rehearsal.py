@@ -17,6 +17,7 @@ import pandas as pd
 
 from convrag.io import write_jsonl, write_parquet
 from convrag.records import TurnTask, write_records
+from convrag.report.rehearsal import half_up, paired, paired_ints
 from convrag.studies.coral.plan import FLOWS, generation_jobs, run_jobs, sft_generators, sweep_jobs, source
 
 TURNS = 3
@@ -169,33 +170,6 @@ BAND_LENGTHS = (3, 7, 11, 2, 21)  # turn counts tried, in order, for conversatio
 TABLE2_MEASURES_X100 = 100.0  # table2_retrieval and Table 3's scores print 100 x the mean
 
 
-def _paired(n: int, mean: float, half: float, rng) -> np.ndarray:
-    """``n`` values whose mean is ``mean`` (to float rounding): pairs ``mean +- d`` with ``d``
-    uniform in [0, half], in random order (an odd one out is the mean itself)."""
-    d = rng.uniform(0.0, half, size=n // 2)
-    vals = np.concatenate([mean + d, mean - d, [mean] * (n % 2)])
-    return rng.permutation(vals)
-
-
-def _paired_ints(n: int, mean: float, half: int, rng, low: int = 0) -> np.ndarray:
-    """``n`` integers summing to ``round(n * mean)``: floor / ceiling of the mean, then paired
-    integer deviations of at most ``half`` (kept at or above ``low``), in random order."""
-    total = int(np.floor(n * mean + 0.5))
-    base = total // n
-    vals = np.full(n, base, dtype=int)
-    vals[: total - base * n] += 1
-    half = max(0, min(half, base - low))
-    if half:
-        d = rng.integers(0, half + 1, size=n // 2)
-        vals[: n // 2] += d
-        vals[n // 2: 2 * (n // 2)] -= d
-    return rng.permutation(vals)
-
-
-def _count(x: float) -> int:
-    return int(np.floor(x + 0.5))
-
-
 def _pure_length(lo: int, hi: int, bands) -> int:
     """The shortest turn count in the band [lo, hi] and in no other of ``bands`` (a flow's
     targeted bands: 6 turns count in both 3-6 and 6-10)."""
@@ -210,11 +184,11 @@ def _flow_lengths(cells: dict, default: int) -> tuple[list[int], int | None]:
     from convrag.studies.coral.analyses import TURN_BANDS
 
     bands = {(lo, hi): cells[f"turns_{lo}_{hi}"] for lo, hi in TURN_BANDS if f"turns_{lo}_{hi}" in cells}
-    lengths = [_pure_length(lo, hi, bands) for (lo, hi), k in bands.items() for _ in range(max(0, _count(k)))]
+    lengths = [_pure_length(lo, hi, bands) for (lo, hi), k in bands.items() for _ in range(max(0, half_up(k)))]
     want = cells.get("conversations")
     if want is None and not bands:
         return [TURNS] * default, None
-    want = len(lengths) if want is None else _count(want)
+    want = len(lengths) if want is None else half_up(want)
     outside = next(k for k in BAND_LENGTHS if not any(lo <= k <= hi for lo, hi in bands))
     lengths += [outside] * max(0, want - len(lengths))
     return lengths, (None if len(lengths) == want else len(lengths))
@@ -330,7 +304,7 @@ def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, f
             per_flow[rest[0]][rest[1]] = v
     total = cells.get(("table1", "conversations"))
     if total is not None and not any(per_flow.values()):
-        n = _count(total[1])
+        n = half_up(total[1])
         for i, f in enumerate(FLOWS):
             per_flow[f]["conversations"] = n // len(FLOWS) + (i < n % len(FLOWS))
     default = questions * (1 + len(c["statistics_benchmarks"]))
@@ -340,16 +314,16 @@ def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, f
     for (kind, *rest), (eid, v) in cells.items():
         if kind == "table4" and rest[1] == "conversations" and given[rest[0]] is not None:
             undriven[eid] = (f"{rest[0]}'s conversations are its targeted turn bands' sum ({given[rest[0]]}), "
-                             f"which is above {_count(v)}")
-    if total is not None and sum(map(len, flows.values())) != _count(total[1]):
+                             f"which is above {half_up(v)}")
+    if total is not None and sum(map(len, flows.values())) != half_up(total[1]):
         undriven[total[0]] = (f"the conversations are the flows' sum ({sum(map(len, flows.values()))}), which the "
-                              f"per-flow targets fix, not {_count(total[1])}")
+                              f"per-flow targets fix, not {half_up(total[1])}")
     n_turns = sum(sum(v) for v in flows.values())
     per_turn = {}
     if ("table1", "passages_per_turn") in cells:
-        per_turn["gold"] = _paired_ints(n_turns, cells[("table1", "passages_per_turn")][1], 1, rng)
+        per_turn["gold"] = paired_ints(n_turns, cells[("table1", "passages_per_turn")][1], 1, rng)
     if ("table1", "response_tokens") in cells:
-        per_turn["tokens"] = _paired_ints(n_turns, cells[("table1", "response_tokens")][1], 3, rng, low=1)
+        per_turn["tokens"] = paired_ints(n_turns, cells[("table1", "response_tokens")][1], 3, rng, low=1)
     tasks, counted = _calibrated_tasks(config, flows, questions, per_turn)
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -361,7 +335,7 @@ def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, f
         write_jsonl(path, counted[b])
         out["statistics_tasks"].append(path)
     corpus = cells.get(("table1", "corpus_passages"))
-    n_passages = _count(corpus[1]) if corpus else 4 * max(runs, questions)
+    n_passages = half_up(corpus[1]) if corpus else 4 * max(runs, questions)
     with open(out["corpus"], "w", encoding="utf-8") as fh:  # a 200K-passage corpus: written as lines
         fh.writelines(f'{{"doc_id": "p{i}", "title": "", "text": "a passage of the corpus"}}\n'
                       for i in range(n_passages))
@@ -373,7 +347,7 @@ def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, f
                 r, p, m = rest
                 at = ((df.retriever == r) & (df.policy == p) & (df.measure == m)).to_numpy()
                 if at.any():
-                    df.loc[at, "value"] = _paired(int(at.sum()), v, min(SPREAD, v, 1 - v), rng)
+                    df.loc[at, "value"] = paired(int(at.sum()), v, min(SPREAD, v, 1 - v), rng)
                 else:
                     undriven[cells[(kind, *rest)][0]] = f"the grid has no run {r}/{p} scored with {m}"
         out["retrieval"] = str(folder / "retrieval.parquet")
@@ -381,9 +355,9 @@ def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, f
 
     def draw(df: pd.DataFrame, col: str, v: float) -> None:
         if col == "prompt_tokens":
-            df[col] = _paired_ints(len(df), v, 40, rng, low=1)
+            df[col] = paired_ints(len(df), v, 40, rng, low=1)
         else:
-            df[col] = _paired(len(df), v, min(SPREAD, v, 1 - v), rng)
+            df[col] = paired(len(df), v, min(SPREAD, v, 1 - v), rng)
 
     layout = Layout(str(folder))
     out["generation"], out["history_sweep"] = [], []

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from convrag.io import write_json, write_parquet
+from convrag.report.rehearsal import half_up
 from convrag.studies.lic_rag.judges import CATEGORIES
 from convrag.studies.lic_rag.plan import MULTI_TURN, simulate_cells
 
@@ -145,7 +146,7 @@ def _paired(rng, shape) -> np.ndarray:
 def _exact_counts(n: int, share: float, rng, spread: int = 0, size: int = 1) -> np.ndarray:
     """``size`` counts of at most ``n`` each summing to round(size * n * share): as even as can be,
     then paired moves of up to ``spread`` (so a share pooled over them has an interval)."""
-    total = int(np.floor(size * n * share + 0.5))
+    total = half_up(size * n * share)
     base, extra = divmod(total, size)
     out = np.full(size, base)
     out[rng.permutation(size)[:extra]] += 1
@@ -477,7 +478,7 @@ class _Calibration:
                 rs = np.array([_corr(x, d_of(k)) for k in ks])
                 k = float(ks[np.nanargmin(np.abs(rs - target[1]))])
             d = d_of(k)
-            want = int(np.floor(n_cell * mean * len(x) + 0.5))
+            want = half_up(n_cell * mean * len(x))
             resid = n_cell * (mean + k * (x - x.mean())) - d
             step = int(np.sign(want - d.sum()))
             room = np.flatnonzero((d < base) if step > 0 else (d > base - n_cell))

@@ -16,6 +16,7 @@ import pandas as pd
 
 from convrag.io import write_jsonl, write_parquet
 from convrag.records import TurnTask, write_records
+from convrag.report.rehearsal import half_up, paired, paired_ints
 from convrag.studies.mtrag_un.judges import UNDERSPECIFIED_TYPES
 from convrag.studies.mtrag_un.plan import (ANSWERABILITY, domains, generation_jobs, mtrag_retrieval_domains,
                                            retrieval_jobs)
@@ -186,7 +187,7 @@ def _mtrag_retrieval(config: dict, folder: Path, questions: int, rng, means: dic
             v = (means or {}).get((retriever, policy, domain, meas))
             if v is not None:  # the ranked tasks' mean that puts the mean over all (0 for the empty one) at v
                 at = v * len(ids) / (len(ids) - 1)
-                drawn[meas] = iter(_paired(len(ids) - 1, at, min(SPREAD, at, 1 - at), rng))
+                drawn[meas] = iter(paired(len(ids) - 1, at, min(SPREAD, at, 1 - at), rng))
         for qid in ids:
             base = {"task_id": qid, "conversation_id": qid.split("<::>")[0], "turn": int(qid.split("<::>")[1]),
                     "domain": domain, "retriever": retriever, "policy": policy}
@@ -259,32 +260,6 @@ COMPARED = ("tasks", "unanswerable_or_partial")
 MTRAG_TURNS = 8  # turns of a drawn MTRAG conversation (its 842 turns over 110 conversations: about 7.7)
 
 
-def _paired(n: int, mean: float, half: float, rng) -> np.ndarray:
-    """``n`` values whose mean is ``mean`` (to float rounding): pairs ``mean +- d`` with ``d``
-    uniform in [0, half], in random order (an odd one out is the mean itself)."""
-    d = rng.uniform(0.0, half, size=n // 2)
-    return rng.permutation(np.concatenate([mean + d, mean - d, [mean] * (n % 2)]))
-
-
-def _paired_ints(n: int, mean: float, half: int, rng, low: int = 0) -> np.ndarray:
-    """``n`` integers summing to ``round(n * mean)``: floor / ceiling of the mean, then paired
-    integer deviations of at most ``half`` (kept at or above ``low``), in random order."""
-    total = int(np.floor(n * mean + 0.5))
-    base = total // n
-    vals = np.full(n, base, dtype=int)
-    vals[: total - base * n] += 1
-    half = max(0, min(half, base - low))
-    if half:
-        d = rng.integers(0, half + 1, size=n // 2)
-        vals[: n // 2] += d
-        vals[n // 2: 2 * (n // 2)] -= d
-    return rng.permutation(vals)
-
-
-def _count(x: float) -> int:
-    return int(np.floor(x + 0.5))
-
-
 def _route(e, value: float, config: dict) -> tuple[tuple | None, float | str]:
     """Where entry ``e``'s number is drawn: ``(cell, value in our table's units)`` or None and why not."""
     from convrag.studies.mtrag_un.analyses import GEN_METRICS
@@ -330,9 +305,9 @@ def _studied_design(cells: dict, entries: dict, n_default: int) -> tuple[dict, d
         return cells[("studied", stat)][0]
 
     bad = {}
-    n = _count(target("tasks")) if target("tasks") is not None else n_default
-    up = _count(target("unanswerable_or_partial") * n) if target("unanswerable_or_partial") is not None else n // 2
-    r = _count(target("retrieval_tasks")) if target("retrieval_tasks") is not None else n // 2
+    n = half_up(target("tasks")) if target("tasks") is not None else n_default
+    up = half_up(target("unanswerable_or_partial") * n) if target("unanswerable_or_partial") is not None else n // 2
+    r = half_up(target("retrieval_tasks")) if target("retrieval_tasks") is not None else n // 2
     lo, hi = max(0, r + up - n), min(up, r)
     if lo > hi:
         bad[eid("retrieval_tasks") if target("retrieval_tasks") is not None else eid("unanswerable_or_partial")] = (
@@ -341,8 +316,8 @@ def _studied_design(cells: dict, entries: dict, n_default: int) -> tuple[dict, d
     partial = min(max(up // 3, lo), hi)
     counts = {"ANSWERABLE": r - partial, "PARTIAL": partial, "UNANSWERABLE": up - partial,
               "UNDERSPECIFIED": max(0, n - r - up + partial)}
-    first = _count(target("first_turn") * n) if target("first_turn") is not None else n // 4
-    clar = _count(target("clarification") * n) if target("clarification") is not None else (n - first) // 3
+    first = half_up(target("first_turn") * n) if target("first_turn") is not None else n // 4
+    clar = half_up(target("clarification") * n) if target("clarification") is not None else (n - first) // 3
     if clar > n - first:
         bad[eid("clarification")] = f"{clar} Clarification tasks cannot all follow a turn with {first} first turns"
         clar = n - first
@@ -364,7 +339,7 @@ def _studied_design(cells: dict, entries: dict, n_default: int) -> tuple[dict, d
     if want is None:
         turns = floor + (n - first) // 2
     else:  # the target itself, or the middle of where both tolerances meet (clear of either edge)
-        turns = _count(want) if span[0] <= want <= span[1] else _count((span[0] + span[1]) / 2)
+        turns = half_up(want) if span[0] <= want <= span[1] else half_up((span[0] + span[1]) / 2)
     if turns < floor:
         for stat in ("turns", "mean_utterances_per_conversation"):
             if target(stat) is not None:
@@ -380,7 +355,7 @@ def _studied_tasks(config: dict, design: dict, docs: int, rng) -> list[TurnTask]
     doms = domains(config)
     n, first = design["tasks"], design["first"]
     turns = np.concatenate([np.ones(first, dtype=int),
-                            _paired_ints(n - first, (design["turns"] - first) / max(1, n - first), 1, rng, low=2)
+                            paired_ints(n - first, (design["turns"] - first) / max(1, n - first), 1, rng, low=2)
                             if n > first else np.zeros(0, dtype=int)])
     multi = ["N/A"] * first + ["Clarification"] * design["clarification"] + \
         ["Follow-up"] * (n - first - design["clarification"])
@@ -474,9 +449,9 @@ def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, f
         tasks = _tasks(config, questions)
     paths = {"tasks": str(folder / "tasks.jsonl"), "gold": []}
     if any(k[0] == "compared" for k in cells):
-        n = _count(cells[("compared", "tasks")][1]) if ("compared", "tasks") in cells else 4 * MTRAG_TURNS * questions
+        n = half_up(cells[("compared", "tasks")][1]) if ("compared", "tasks") in cells else 4 * MTRAG_TURNS * questions
         share = cells.get(("compared", "unanswerable_or_partial"))
-        paths["statistics_tasks"] = _compared_tasks(config, folder, n, _count(share[1] * n) if share else n // 2, rng)
+        paths["statistics_tasks"] = _compared_tasks(config, folder, n, half_up(share[1] * n) if share else n // 2, rng)
     else:
         paths["statistics_tasks"] = _statistics_tasks(config, folder, questions)
     write_records(paths["tasks"], tasks)
@@ -510,7 +485,7 @@ def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, f
         for (r, p, d, meas), v in per_domain("table2_retrieval", domains(config)).items():
             at = ((df.retriever == r) & (df.policy == p) & (df.domain == d) & (df.measure == meas)).to_numpy()
             if at.any():
-                df.loc[at, "value"] = _paired(int(at.sum()), v, spread(v), rng)
+                df.loc[at, "value"] = paired(int(at.sum()), v, spread(v), rng)
             else:
                 for (kind, *rest), (eid, _) in cells.items():
                     if kind == "table2_retrieval" and rest[:2] == [r, p] and rest[3] == meas:
@@ -527,7 +502,7 @@ def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, f
             if not cell:
                 undriven[eid] = f"the grid has no {model} answering in the {setting} setting"
                 continue
-            vals = iter(_paired(sum(len(df) for df in cell), v, spread(v), rng))
+            vals = iter(paired(sum(len(df) for df in cell), v, spread(v), rng))
             for df in cell:
                 df[metric] = [next(vals) for _ in range(len(df))]
                 df[f"{metric}_raw"] = df[metric]

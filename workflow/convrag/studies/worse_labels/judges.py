@@ -339,7 +339,7 @@ def run_audit(items: Sequence[Mapping], engine, prompts: Mapping, sampling: Samp
     """
     def ask(procedure, msgs):
         budget = AUDIT_MAX_TOKENS[procedure] if sampling is None else sampling.max_tokens
-        return Request(messages=msgs, sampling=Sampling(temperature=0.0, max_tokens=budget))
+        return Request(messages=msgs, sampling=Sampling(max_tokens=budget))
 
     reqs = [ask(proc, audit_messages(prompts, it, proc)) for it in items for proc in PROCEDURES]
     answers = engine.generate(reqs, desc="worse_labels audit") if reqs else []

@@ -128,7 +128,7 @@ def read(items: Sequence[Mapping], engine, prompts: Mapping, sampling: Sampling,
     settings (``--sampling``, from the config's ``readers`` block: greedy, its ``max_tokens``).
     """
     gen = sampling
-    score = Sampling(temperature=0.0, top_p=1.0, max_tokens=1)  # label mode decodes nothing
+    score = Sampling(max_tokens=1)  # label mode decodes nothing
     reqs = []
     for it in items:
         msgs = reader_messages(prompts, it)

@@ -23,6 +23,7 @@ import numpy as np
 
 from convrag.io import write_json, write_jsonl, write_parquet
 from convrag.records import TurnTask
+from convrag.report.rehearsal import half_up
 
 TURNS = 3  # turns per synthetic dialogue (other-turn gold and dialogue-tied classes need > 1)
 DEPTH = 20  # documents per synthetic ranking
@@ -137,16 +138,15 @@ def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int =
     the artifacts (input name -> path(s)) the targets read. ``runs`` is unused (one run per cell:
     the study has no repeated runs)."""
     from convrag.layout import Layout
-    from convrag.studies.worse_labels import judges, paths, wiring
+    from convrag.studies.worse_labels import paths, wiring
     from convrag.studies.worse_labels.contexts import build_contexts
-    from convrag.studies.worse_labels.plan import content_judges, human_judge, readers, sets, slices
+    from convrag.studies.worse_labels.plan import content_judges, human_judge, sets, slices
 
     folder = Path(folder)
     rng = np.random.default_rng(seed)
     L = Layout(str(folder))
     arts = wiring.artifacts(config, L)
     w = config["worse_labels"]
-    answer = wiring.answer_models(config)
     contexts, corpora = {}, {}
     for s in slices(config):
         tasks = _tasks(config, s, questions)
@@ -163,32 +163,8 @@ def rehearsal_inputs(config: dict, folder: Path, questions: int = 4, runs: int =
         for j in content_judges(config):
             write_jsonl(paths.labels(L, s, j),
                         [_verdict(c, j, _label(rng, gold_in[c], n_docs[c])) for c in labelled])
-        read = [c for c in df["context_id"] if c.split("|", 1)[0] in set(sets(config, s)) - {"control"}]
-        for m in readers(config):
-            recs = []
-            for c in read:
-                p = float(np.clip(rng.beta(5, 2) if gold_in[c] else rng.beta(2, 3 if n_docs[c] else 20), 1e-4, 1 - 1e-4))
-                status = ("ANSWERABLE" if rng.random() < p else "UNANSWERABLE") if rng.random() >= 0.05 else None
-                recs.append({"item_id": c, "reader": m, "status": status, "p_answerable": p,
-                             "answer": f"answer of {c}" if status == "ANSWERABLE" else "", "parsed": status is not None})
-            write_jsonl(paths.reads(L, s, m), recs)
-            if answer:
-                write_jsonl(paths.correctness(L, s, m),
-                            [_verdict(r["item_id"], j, int(rng.integers(3 if gold_in[r["item_id"]] else 1, 6)))
-                             for r in recs for j in answer])
-    for s in wiring.audited(config):
-        a = w["judges"]["audit"]
-        sample = judges.audit_sample(contexts[s], a["strata"] or judges.AUDIT_STRATA_PAPER, a["seed"])
-        gold_in = dict(zip(contexts[s]["context_id"], ~contexts[s]["no_gold"].astype(bool)))
-        recs = []
-        for row in sample.itertuples():
-            holistic, claims = (_label(rng, gold_in[row.context_id], w["top_k"])["label"] for _ in range(2))
-            agree = holistic == claims
-            final = holistic if agree else _label(rng, gold_in[row.context_id], w["top_k"])["label"]
-            recs.append({"audit_id": row.audit_id, "context_id": row.context_id, "holistic": holistic,
-                         "claims": claims, "adjudicated": None if agree else final, "final": final,
-                         "agree": agree, "auditor": a["model"]})
-        write_jsonl(paths.audit(L, s), recs)
+        _reads(config, L, s, df, rng)
+    _audit(config, L, contexts, rng)
     for j in wiring.fitted_rungs(config):
         names = wiring.component_names(config, j["slice"], j["rung"])
         given = wiring.rung(config, j["slice"], j["rung"]).get("weights")
@@ -249,10 +225,6 @@ LABEL_METRICS = {"false_miss_share": "fm", "false_miss_share_with_partial": "fmp
                  "precision_partial_insufficient": "ppi", "youden_j": "J"}
 DATA_STATS = ("turns", "dialogues", "turns_per_dialogue_min", "turns_per_dialogue_max", "corpus_documents_min",
               "corpus_documents_max", "contexts_judged")
-
-
-def _round(x: float) -> int:
-    return int(np.floor(x + 0.5))
 
 
 def _digits(v: float) -> int:
@@ -391,18 +363,18 @@ def _label_counts(g0: int, g1: int, t: dict) -> tuple[dict, dict, dict]:
     Youden's J, partial dropped). The shares come first, the precision from them, J from the
     gold contexts' counts."""
     fm = t.get("fm", 1 - t["ppi"] if "ppi" in t else None)
-    y = _round(fm * g0) if fm is not None else _round(DEFAULT_NG[0] * g0)
+    y = half_up(fm * g0) if fm is not None else half_up(DEFAULT_NG[0] * g0)
     y = min(max(y, 0), g0)
     if "fmp" in t:
-        p = min(max(_round(t["fmp"] * g0) - y, 0), g0 - y)
+        p = min(max(half_up(t["fmp"] * g0) - y, 0), g0 - y)
     elif "prec" in t and t["prec"] < 1:
-        n = _round(t["prec"] * y / (1 - t["prec"]))
+        n = half_up(t["prec"] * y / (1 - t["prec"]))
         if n > g0 - y:  # no room for the "no" the precision asks: fewer "yes"
-            y = _round(g0 * (1 - t["prec"]))
+            y = half_up(g0 * (1 - t["prec"]))
             n = g0 - y
         p = g0 - y - n
     else:
-        p = min(_round(DEFAULT_NG[1] * g0), g0 - y)
+        p = min(half_up(DEFAULT_NG[1] * g0), g0 - y)
     n = g0 - y - p
     if "J" in t and g1:
         ng, pg = np.meshgrid(np.arange(g1 + 1), np.arange(g1 + 1), indexing="ij")
@@ -419,19 +391,14 @@ def _label_counts(g0: int, g1: int, t: dict) -> tuple[dict, dict, dict]:
                 break
         ngold, pgold = int(ng[i]), int(pg[i])
     else:
-        ngold = g1 - _round(DEFAULT_G[0] * g1) - _round(DEFAULT_G[1] * g1)
-        pgold = _round(DEFAULT_G[1] * g1)
+        ngold = g1 - half_up(DEFAULT_G[0] * g1) - half_up(DEFAULT_G[1] * g1)
+        pgold = half_up(DEFAULT_G[1] * g1)
     ygold = g1 - ngold - pgold
     nan = float("nan")
     got = {"fm": y / g0 if g0 else nan, "fmp": (y + p) / g0 if g0 else nan, "ppi": (n + p) / g0 if g0 else nan,
            "prec": n / (y + n) if y + n else nan,
            "J": (n / (n + ngold) + ygold / (ygold + y) - 1) if (n + ngold) and (ygold + y) else nan}
     return {"yes": y, "partial": p, "no": n}, {"yes": ygold, "partial": pgold, "no": ngold}, got
-
-
-def _unit(cell: tuple, got_n: dict) -> float:
-    """One count's step of the cell's share (the resolution the design can reach)."""
-    return 1.0 / max(1, got_n.get(cell, 1))
 
 
 def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, float], questions: int = 4,
@@ -497,15 +464,15 @@ def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, f
             if n_dlg is None:
                 n_dlg = questions * len(doms)
         else:
-            n_turns = _round(n_turns)
+            n_turns = half_up(n_turns)
             est = (config.get("estimate") or {}).get("tasks", {}).get(sp["benchmark"])
             per_dom = (_allot(n_turns, [int(est[d]) for d in doms]) if isinstance(est, dict) and set(doms) <= set(est)
                        else _split(n_turns, len(doms)))
-        lo_t = _round(want("data", s, "turns_per_dialogue_min") or TURNS)
-        hi_t = _round(want("data", s, "turns_per_dialogue_max") or TURNS + (n_dlg is None))
+        lo_t = half_up(want("data", s, "turns_per_dialogue_min") or TURNS)
+        hi_t = half_up(want("data", s, "turns_per_dialogue_max") or TURNS + (n_dlg is None))
         if n_dlg is None:  # dialogues of 3-5 turns where no entry says how many
-            n_dlg = max(len(doms), _round(n_turns / ((lo_t + hi_t) / 2)))
-        n_dlg = _round(n_dlg)
+            n_dlg = max(len(doms), half_up(n_turns / ((lo_t + hi_t) / 2)))
+        n_dlg = half_up(n_dlg)
         # per domain as many dialogues as its turns allow with one dialogue at lo and one at hi (a
         # moved minimum or maximum can ask for fewer dialogues than the count entry: it gives way)
         dlg_dom = [min(max(nd, -(-(nt + hi_t - lo_t) // hi_t)), max(1, (nt - (hi_t - lo_t)) // lo_t))
@@ -539,10 +506,9 @@ def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, f
                 i = ladders[s].index(rung)
                 hit = 0.3 + 0.5 * i / max(1, len(ladders[s]) - 1)
             hit = min(max(hit, HIT_RANGE[0]), HIT_RANGE[1])  # contexts with and without gold kept for the labels
-            k_dom = _allot(_round(hit * len(tasks)), [len(by_dom[d]) for d in doms])
+            k_dom = _allot(half_up(hit * len(tasks)), [len(by_dom[d]) for d in doms])
             mean = want("ndcg", s, rung)
             carry, run, sums = 0.0, {}, []
-            copies_left = None
             for di, d in enumerate(doms):
                 ts = by_dom[d]
                 m = None if mean is None else min(max(mean + carry, 0.0), 1.0)
@@ -558,7 +524,7 @@ def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, f
             achieved[("miss", s, rung)] = len(no_gold) / len(run)
             denominators[("hit", s, rung)] = denominators[("miss", s, rung)] = len(run)
             share = want("copy", s, rung)
-            n_copy = _round(share * len(no_gold)) if share is not None else len(no_gold) // 10
+            n_copy = half_up(share * len(no_gold)) if share is not None else len(no_gold) // 10
             copied = set(rng.choice(no_gold, size=n_copy, replace=False)) if n_copy else set()
             achieved[("copy", s, rung)] = n_copy / len(no_gold) if no_gold else float("nan")
             denominators[("copy", s, rung)] = len(no_gold)
@@ -597,7 +563,7 @@ def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, f
                 ng = set(g.loc[g["no_gold"].astype(bool), "context_id"])
                 if set_ == "control":
                     share = want("ctl", s, j)
-                    n_yes = _round(share * len(ids)) if share is not None else len(ids) // 10
+                    n_yes = half_up(share * len(ids)) if share is not None else len(ids) // 10
                     achieved[("ctl", s, j)], denominators[("ctl", s, j)] = n_yes / len(ids), len(ids)
                     labs = {c: ("yes" if i < n_yes else "no") for i, c in enumerate(ids)}
                 elif set_ in ladders[s]:
@@ -628,7 +594,7 @@ def calibrated_rehearsal_inputs(config: dict, folder: Path, targets: dict[str, f
                                          ("lab", s, set_, j, "ppi"): len(ng), ("lab", s, set_, j, "prec"): y + n,
                                          ("lab", s, set_, j, "J"): y + n + c1["yes"] + c1["no"]})
                 else:  # gold: mostly yes
-                    c1 = {"yes": _round(DEFAULT_G[0] * len(ids)), "partial": _round(DEFAULT_G[1] * len(ids))}
+                    c1 = {"yes": half_up(DEFAULT_G[0] * len(ids)), "partial": half_up(DEFAULT_G[1] * len(ids))}
                     c1["no"] = len(ids) - c1["yes"] - c1["partial"]
                     labs = _assign(ids, c1)
                 for c, lab in labs.items():
@@ -710,11 +676,11 @@ def _corpus_sizes(lo: float | None, hi: float | None, real: dict[str, int]) -> d
     doms = list(real)
     if lo is None and hi is None:
         return dict(real)
-    lo_, hi_ = _round(lo if lo is not None else min(real.values())), _round(hi if hi is not None else max(real.values()))
+    lo_, hi_ = half_up(lo if lo is not None else min(real.values())), half_up(hi if hi is not None else max(real.values()))
     lo_, hi_ = max(lo_, max(real.values())), max(hi_, max(real.values()))
     out = {}
     for i, d in enumerate(doms):
-        out[d] = hi_ if i == 0 else lo_ if i == 1 else _round(lo_ + (hi_ - lo_) * i / (len(doms) + 1))
+        out[d] = hi_ if i == 0 else lo_ if i == 1 else half_up(lo_ + (hi_ - lo_) * i / (len(doms) + 1))
     return out
 
 
@@ -787,7 +753,7 @@ def _human_calibrated(config: dict, L, corpus: tuple, rng, shares: dict) -> dict
     for judgment, default in (("relevant", 0.6), ("rejected", 0.1)):
         part = shown[shown["judgment"] == judgment]
         share = shares.get(judgment)
-        n_yes = _round((default if share is None else share) * len(part))
+        n_yes = half_up((default if share is None else share) * len(part))
         got[judgment] = (n_yes / len(part) if len(part) else float("nan"), len(part))
         order = rng.permutation(len(part))
         for i, r in zip(order, part.itertuples()):
